@@ -1,0 +1,24 @@
+"""Crayon: exact, fast byte-level BPE tokenizers with tiktoken's API."""
+
+from crayon.errors import (
+    BackendUnavailableError,
+    CartridgeError,
+    CrayonError,
+    SpecialTokenError,
+    UnknownTokenError,
+    UnsupportedComponentError,
+)
+from crayon.loading import load
+from crayon.tokenizer import Tokenizer
+
+__all__ = [
+    "load",
+    "Tokenizer",
+    "CrayonError",
+    "CartridgeError",
+    "BackendUnavailableError",
+    "SpecialTokenError",
+    "UnknownTokenError",
+    "UnsupportedComponentError",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,60 @@
+"""Pre-tokenization ("the spanner"): split text into the spans the model encodes one at a time.
+
+Special tokens are cut out first; the text between them is split by the pattern's regex, exactly as
+tiktoken does (``regex.findall``). Every character of the text lands in exactly one span.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Iterable, Iterator
+
+import regex
+
+from crayon.patterns import resolve_pattern
+
+
+@functools.lru_cache(maxsize=32)
+def compile_pattern(pattern: str) -> regex.Pattern:
+    """Compile a pattern name or regex string (cached)."""
+    return regex.compile(resolve_pattern(pattern))
+
+
+def split(text: str, pattern: str) -> list[str]:
+    """Split ordinary text (no special tokens) into spans with a pattern name or regex."""
+    return compile_pattern(pattern).findall(text)
+
+
+@functools.lru_cache(maxsize=64)
+def special_token_regex(tokens: frozenset[str]) -> regex.Pattern:
+    """A regex matching any of ``tokens``, longest first so that a token never shadows a longer one."""
+    alternatives = sorted(tokens, key=lambda t: (-len(t), t))
+    return regex.compile("|".join(regex.escape(t) for t in alternatives))
+
+
+def split_specials(text: str, allowed: Iterable[str]) -> Iterator[tuple[str, bool]]:
+    """Yield ``(chunk, is_special)`` pieces: the allowed special tokens and the ordinary text between them."""
+    allowed = frozenset(allowed)
+    if not allowed:
+        if text:
+            yield text, False
+        return
+    start = 0
+    for match in special_token_regex(allowed).finditer(text):
+        if match.start() > start:
+            yield text[start : match.start()], False
+        yield match.group(), True
+        start = match.end()
+    if start < len(text):
+        yield text[start:], False
+
+
+class PatternSpanner:
+    """The pre-tokenizer of a tiktoken-style vocabulary: ``regex.findall`` with one pattern."""
+
+    def __init__(self, pattern: str):
+        self.pattern = resolve_pattern(pattern)
+        self._regex = compile_pattern(self.pattern)
+
+    def __call__(self, text: str) -> list[str]:
+        return self._regex.findall(text)

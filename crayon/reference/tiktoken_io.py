@@ -1,0 +1,36 @@
+"""Read and write ``.tiktoken`` vocabulary files: one ``base64(token) rank`` pair per line (optionally gzipped)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import gzip
+import os
+
+
+def load_tiktoken_bpe(path: str | os.PathLike) -> dict[bytes, int]:
+    """Load mergeable ranks (token bytes -> rank) from a ``.tiktoken`` or ``.tiktoken.gz`` file."""
+    with open(path, "rb") as handle:
+        data = handle.read()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    ranks: dict[bytes, int] = {}
+    for line_number, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            token_b64, rank = line.split()
+            token = base64.b64decode(token_b64, validate=True)
+            ranks[token] = int(rank)
+        except (ValueError, binascii.Error):
+            raise ValueError(f"{os.fspath(path)}:{line_number}: not a '<base64 token> <rank>' line") from None
+    if len(set(ranks.values())) != len(ranks):
+        raise ValueError(f"{os.fspath(path)}: two tokens share a rank")
+    return ranks
+
+
+def save_tiktoken_bpe(ranks: dict[bytes, int], path: str | os.PathLike) -> None:
+    """Write mergeable ranks in tiktoken's format, sorted by rank."""
+    with open(path, "wb") as handle:
+        for token, rank in sorted(ranks.items(), key=lambda item: item[1]):
+            handle.write(base64.b64encode(token) + b" " + str(rank).encode() + b"\n")

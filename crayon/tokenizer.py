@@ -1,0 +1,217 @@
+"""The Tokenizer: tiktoken's API over Crayon's pipeline (normalize -> pre-tokenize -> model -> decode)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import AbstractSet, Callable, Collection, Literal, Sequence
+
+import numpy as np
+
+from crayon.errors import BackendUnavailableError, SpecialTokenError, UnknownTokenError
+from crayon.reference.bpe import BytePairModel
+from crayon.reference.pretokenize import PatternSpanner, special_token_regex, split_specials
+
+BACKENDS = ("reference", "jit", "cuda", "auto")
+_ENGINE_MODULES = {"jit": "crayon.jit.engine", "cuda": "crayon.gpu.engine"}
+
+
+class ReferenceEngine:
+    """Encodes ordinary text in pure Python: the spec every fast engine is tested against."""
+
+    name = "reference"
+
+    def __init__(self, tokenizer: "Tokenizer"):
+        self.normalizer = tokenizer.normalizer
+        self.pretokenizer = tokenizer.pretokenizer
+        self.model = tokenizer.model
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        if self.normalizer is not None:
+            text = self.normalizer(text)
+        tokens: list[int] = []
+        for span in self.pretokenizer(text):
+            tokens.extend(self.model.encode_span(span.encode("utf-8")))
+        return tokens
+
+    def encode_ordinary_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
+        return [self.encode_ordinary(text) for text in texts]
+
+
+def make_engine(tokenizer: "Tokenizer", backend: str):
+    """Build the engine for ``backend``; a backend that cannot run here raises, it never falls back."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if backend == "auto":
+        backend = "jit" if importlib.util.find_spec(_ENGINE_MODULES["jit"]) is not None else "reference"
+    if backend == "reference":
+        return ReferenceEngine(tokenizer)
+    try:
+        module = importlib.import_module(_ENGINE_MODULES[backend])
+    except ImportError as missing:
+        raise BackendUnavailableError(f"backend {backend!r} is unavailable: {missing}") from missing
+    return module.make_engine(tokenizer)
+
+
+def _as_utf8_safe(text: str) -> str:
+    """Replace lone surrogates with U+FFFD, as tiktoken does, so the text has a UTF-8 encoding."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+class Tokenizer:
+    """A tokenizer with tiktoken's methods: ``encode``, ``encode_ordinary``, ``encode_batch``, ``decode`` ..."""
+
+    def __init__(
+        self,
+        name: str,
+        model: BytePairModel,
+        *,
+        pattern: str | None,
+        special_tokens: dict[str, int] | None = None,
+        normalizer: Callable[[str], str] | None = None,
+        pretokenizer: Callable[[str], list[str]] | None = None,
+        added_tokens: dict[str, int] | None = None,
+        backend: str = "auto",
+    ):
+        """``added_tokens`` are non-special tokens matched in all text before pre-tokenization (HF's
+        ``added_tokens`` with ``special: false``); ``special_tokens`` follow tiktoken's allow/disallow contract."""
+        if pretokenizer is None and pattern is None:
+            raise ValueError("a tokenizer needs a pre-tokenization pattern or a pre-tokenizer")
+        self.name = name
+        self.model = model
+        self.pattern = None if pattern is None else PatternSpanner(pattern).pattern
+        self.normalizer = normalizer
+        self.pretokenizer = pretokenizer or PatternSpanner(pattern)
+        self._special_tokens = dict(special_tokens or {})
+        self.added_tokens = dict(added_tokens or {})
+        self._special_bytes = {
+            token_id: text.encode("utf-8") for text, token_id in {**self.added_tokens, **self._special_tokens}.items()
+        }
+        self.special_tokens_set = frozenset(self._special_tokens)
+        self.n_vocab = 1 + max([*model.token_bytes, *self._special_bytes], default=-1)
+        self._engine = make_engine(self, backend)
+
+    def __repr__(self) -> str:
+        return f"<crayon.Tokenizer {self.name!r} backend={self.backend!r} n_vocab={self.n_vocab}>"
+
+    @property
+    def backend(self) -> str:
+        """The engine that encodes: "reference", "jit" or "cuda" ("auto" is resolved when loading)."""
+        return self._engine.name
+
+    @property
+    def special_tokens(self) -> dict[str, int]:
+        return dict(self._special_tokens)
+
+    @property
+    def eot_token(self) -> int:
+        try:
+            return self._special_tokens["<|endoftext|>"]
+        except KeyError:
+            raise AttributeError(f"{self.name} has no <|endoftext|> token") from None
+
+    def with_backend(self, backend: str) -> "Tokenizer":
+        """The same vocabulary on another engine."""
+        clone = object.__new__(Tokenizer)
+        clone.__dict__.update(self.__dict__)
+        clone._engine = make_engine(clone, backend)
+        return clone
+
+    # encoding --------------------------------------------------------------------------------------
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        """Encode text, treating special-token text as ordinary text."""
+        return self._encode_chunks(_as_utf8_safe(text), frozenset())
+
+    def _encode_chunks(self, text: str, allowed_specials: frozenset[str]) -> list[int]:
+        """Cut out added tokens and allowed specials, encode the text between them with the engine."""
+        if not self.added_tokens and not allowed_specials:
+            return self._engine.encode_ordinary(text)
+        tokens: list[int] = []
+        for chunk, is_token in split_specials(text, allowed_specials | self.added_tokens.keys()):
+            if is_token:
+                tokens.append(self._special_tokens[chunk] if chunk in allowed_specials else self.added_tokens[chunk])
+            else:
+                tokens.extend(self._engine.encode_ordinary(chunk))
+        return tokens
+
+    def encode(
+        self,
+        text: str,
+        *,
+        allowed_special: Literal["all"] | AbstractSet[str] = frozenset(),
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+    ) -> list[int]:
+        """Encode text; allowed special tokens become their ids, a disallowed one raises ``ValueError``."""
+        text = _as_utf8_safe(text)
+        return self._encode_chunks(text, self._check_specials(text, allowed_special, disallowed_special))
+
+    def encode_to_numpy(self, text: str, **specials) -> np.ndarray:
+        """``encode`` returning a uint32 numpy array."""
+        return np.asarray(self.encode(text, **specials), dtype=np.uint32)
+
+    def encode_batch(
+        self,
+        texts: Sequence[str],
+        *,
+        num_threads: int | None = None,
+        allowed_special: Literal["all"] | AbstractSet[str] = frozenset(),
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+    ) -> list[list[int]]:
+        """Encode many texts; the same lists as a loop of ``encode``."""
+        texts = [_as_utf8_safe(text) for text in texts]
+        allowed = [self._check_specials(text, allowed_special, disallowed_special) for text in texts]
+        if not any(allowed) and not self.added_tokens:
+            return self._engine.encode_ordinary_batch(texts, num_threads=num_threads)
+        return [self._encode_chunks(text, specials) for text, specials in zip(texts, allowed)]
+
+    def encode_ordinary_batch(self, texts: Sequence[str], *, num_threads: int | None = None) -> list[list[int]]:
+        """Encode many texts, treating special-token text as ordinary text."""
+        texts = [_as_utf8_safe(text) for text in texts]
+        if self.added_tokens:
+            return [self._encode_chunks(text, frozenset()) for text in texts]
+        return self._engine.encode_ordinary_batch(texts, num_threads=num_threads)
+
+    def _check_specials(self, text: str, allowed_special, disallowed_special) -> frozenset[str]:
+        """Apply tiktoken's special-token contract; return the specials to encode as specials."""
+        allowed = self.special_tokens_set if allowed_special == "all" else frozenset(allowed_special)
+        allowed &= self.special_tokens_set  # as in tiktoken, allowing a name that is no special token is a no-op
+        if disallowed_special == "all":
+            disallowed = self.special_tokens_set - allowed
+        else:
+            disallowed = frozenset(disallowed_special)
+        if disallowed:
+            match = special_token_regex(disallowed).search(text)
+            if match:
+                raise SpecialTokenError(
+                    f"Encountered text corresponding to disallowed special token {match.group()!r}.\n"
+                    f"Pass it in `allowed_special` to encode it as a special token, or "
+                    f"`disallowed_special=()` to encode it as ordinary text."
+                )
+        return allowed
+
+    # decoding --------------------------------------------------------------------------------------
+
+    def decode_single_token_bytes(self, token: int) -> bytes:
+        """The bytes of one token."""
+        found = self.model.token_bytes.get(token)
+        if found is None:
+            found = self._special_bytes.get(token)
+        if found is None:
+            raise UnknownTokenError(f"token id {token!r} is not in {self.name} (n_vocab={self.n_vocab})")
+        return found
+
+    def decode_bytes(self, tokens: Sequence[int]) -> bytes:
+        """The bytes of a token sequence: ``decode_bytes(encode(s)) == s.encode()``."""
+        return b"".join(self.decode_single_token_bytes(int(token)) for token in tokens)
+
+    def decode(self, tokens: Sequence[int], errors: str = "replace") -> str:
+        """Decode to text; ``errors`` is how bytes that are not UTF-8 are handled, as in ``bytes.decode``."""
+        return self.decode_bytes(tokens).decode("utf-8", errors=errors)
+
+    def decode_tokens_bytes(self, tokens: Sequence[int]) -> list[bytes]:
+        """The bytes of each token."""
+        return [self.decode_single_token_bytes(int(token)) for token in tokens]
