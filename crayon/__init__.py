@@ -9,11 +9,15 @@ from crayon.errors import (
     UnsupportedComponentError,
 )
 from crayon.loading import load
+from crayon.reference.char import CharTokenizer
+from crayon.reference.word import WordTokenizer
 from crayon.tokenizer import Tokenizer
 
 __all__ = [
     "load",
     "Tokenizer",
+    "CharTokenizer",
+    "WordTokenizer",
     "CrayonError",
     "CartridgeError",
     "BackendUnavailableError",
