@@ -1,0 +1,353 @@
+"""Read and write HF tokenizers' ``tokenizer.json`` files of byte-level BPE models.
+
+Loading builds a Crayon Tokenizer whose ``encode(text, allowed_special="all")`` gives the ids of HF's
+``encode(text, add_special_tokens=False)``:
+
+- normalizer and pre-tokenizer: the components of ``normalize.py`` and ``hf_pretokenize.py``; the pipeline
+  must map text to GPT-2's byte-level characters somewhere (a ByteLevel pre-tokenizer or normalizer), since
+  Crayon's model works on bytes.
+- model: BPE with its vocabulary (byte-level strings turned back into bytes), its merges (``"a b"`` strings or
+  ``[a, b]`` lists; a pair's rank is its position) and ``ignore_merges``. Refused: dropout,
+  ``continuing_subword_prefix``/``end_of_word_suffix``, ``byte_fallback``, and an ``unk_token`` that a missing
+  byte could produce. HF silently drops a byte with no token; Crayon raises ``UnknownTokenError`` instead.
+- added tokens: ids are assigned as HF assigns them (the file's ``id`` fields are only checked, as HF does);
+  special ones become Crayon special tokens, the others ``added_tokens`` (always matched). Their ``lstrip``,
+  ``rstrip`` and ``single_word`` flags are refused, and so is ``normalized: true`` wherever it would match
+  differently from Crayon (which matches added tokens in the text before normalization).
+- post-processors (ByteLevel, TemplateProcessing, RobertaProcessing, BertProcessing, Sequence) only act with
+  ``add_special_tokens=True`` or on offsets, so they are accepted and do nothing here. Decoders: ByteLevel,
+  Fuse, Sequence of those, or none (Crayon decodes to the tokens' bytes). Truncation and fixed-length padding
+  change ids and are refused.
+
+Saving writes a file HF loads and encodes to the same ids. A tiktoken-style vocabulary (ranks, no merges)
+becomes a Split pre-tokenizer with its pattern (tiktoken's ``findall``: matches kept, the rest dropped),
+ByteLevel without regex, ``ignore_merges`` (tiktoken's whole-span lookup) and the merges derived from the
+ranks by ``merges_from_ranks``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+from crayon.errors import UnsupportedComponentError
+from crayon.reference.bpe import BytePairModel
+from crayon.reference.hf_pretokenize import (
+    ByteLevel,
+    HFPreTokenizer,
+    PreTokenizerSequence,
+    Split,
+    from_byte_chars,
+    is_byte_chars,
+    python_regex_to_hf,
+    step_from_hf,
+    to_byte_chars,
+)
+from crayon.reference.normalize import Normalizer, normalizer_from_hf
+from crayon.reference.pretokenize import PatternSpanner
+from crayon.tokenizer import Tokenizer
+
+_ID_FREE_POST_PROCESSORS = ("ByteLevel", "TemplateProcessing", "RobertaProcessing", "BertProcessing")
+_BYTE_PRESERVING_DECODERS = ("ByteLevel", "Fuse")
+
+
+def load_hf_tokenizer(path: str | os.PathLike, *, backend: str = "auto") -> Tokenizer:
+    """Load an HF ``tokenizer.json`` of a byte-level BPE model (see the module docstring for what is supported)."""
+    path = Path(path)
+    with open(path, encoding="utf-8") as handle:
+        config = json.load(handle)
+    name = path.parent.name if path.stem == "tokenizer" and path.parent.name else path.stem
+    return tokenizer_from_hf(config, name=name or "tokenizer", backend=backend)
+
+
+def tokenizer_from_hf(config: dict, *, name: str = "tokenizer", backend: str = "auto") -> Tokenizer:
+    """Build a Tokenizer from the parsed JSON object of a ``tokenizer.json``."""
+    _check_encoding_options(config)
+    _check_post_processor(config.get("post_processor"))
+    _check_decoder(config.get("decoder"))
+
+    normalizer = None if config.get("normalizer") is None else normalizer_from_hf(config["normalizer"])
+    pre_tokenizer_spec = config.get("pre_tokenizer")
+    pretokenizer = HFPreTokenizer(
+        None if pre_tokenizer_spec is None else step_from_hf(pre_tokenizer_spec),
+        input_is_byte_chars=normalizer is not None and normalizer.maps_to_byte_chars,
+    )
+    if not pretokenizer.output_is_byte_chars:
+        raise UnsupportedComponentError(
+            "BPE over characters: no ByteLevel pre-tokenizer or normalizer maps the text to bytes"
+        )
+
+    model_spec = config.get("model") or {}
+    vocab = _check_bpe_model(model_spec)
+    special_tokens, added_tokens = _added_tokens(config.get("added_tokens") or [], vocab, normalizer)
+    added_ids = set(special_tokens.values()) | set(added_tokens.values())
+    ranks = _vocabulary_bytes(vocab, added_ids)
+    merges = [_merge_from_hf(merge, vocab) for merge in model_spec.get("merges", [])]
+    model = BytePairModel(ranks, merges, ignore_merges=bool(model_spec.get("ignore_merges", False)))
+    return Tokenizer(
+        name,
+        model,
+        pattern=None,
+        special_tokens=special_tokens,
+        normalizer=normalizer,
+        pretokenizer=pretokenizer,
+        added_tokens=added_tokens,
+        backend=backend,
+    )
+
+
+# --- checks ------------------------------------------------------------------------------------------------
+
+
+def _check_encoding_options(config: dict) -> None:
+    version = config.get("version", "1.0")
+    if version != "1.0":
+        raise UnsupportedComponentError(f"tokenizer.json version {version!r} (HF reads only '1.0')")
+    if config.get("truncation") is not None:
+        raise UnsupportedComponentError("truncation: HF would cut the ids; Crayon's encode never does")
+    padding = config.get("padding")
+    if padding is not None and padding.get("strategy") != "BatchLongest":
+        raise UnsupportedComponentError(f"padding with strategy {padding.get('strategy')!r}: HF would add pad ids")
+
+
+def _check_post_processor(spec: dict | None) -> None:
+    if spec is None:
+        return
+    kind = spec.get("type")
+    if kind == "Sequence":
+        for inner in spec.get("processors", []):
+            _check_post_processor(inner)
+    elif kind not in _ID_FREE_POST_PROCESSORS:
+        raise UnsupportedComponentError(f"post-processor {kind!r} is not supported")
+
+
+def _check_decoder(spec: dict | None) -> None:
+    if spec is None:
+        return
+    kind = spec.get("type")
+    if kind == "Sequence":
+        for inner in spec.get("decoders", []):
+            _check_decoder(inner)
+    elif kind not in _BYTE_PRESERVING_DECODERS:
+        raise UnsupportedComponentError(f"decoder {kind!r} is not supported: it changes the decoded bytes")
+
+
+def _check_bpe_model(spec: dict) -> dict[str, int]:
+    """Refuse what Crayon's BPE does not do; return the vocabulary (token string -> id)."""
+    kind = spec.get("type", "BPE" if "merges" in spec else None)
+    if kind != "BPE":
+        raise UnsupportedComponentError(f"model {kind!r} is not supported (only byte-level BPE)")
+    if spec.get("dropout") not in (None, 0, 0.0):
+        raise UnsupportedComponentError(f"BPE dropout={spec['dropout']} (random merges)")
+    for option in ("continuing_subword_prefix", "end_of_word_suffix"):
+        if spec.get(option):
+            raise UnsupportedComponentError(f"BPE {option}={spec[option]!r}")
+    if spec.get("byte_fallback"):
+        raise UnsupportedComponentError("BPE byte_fallback")
+    vocab = spec.get("vocab") or {}
+    if len(set(vocab.values())) != len(vocab):
+        raise ValueError("model.vocab gives two tokens the same id")
+    missing_bytes = [byte for byte in range(256) if to_byte_chars(bytes([byte])) not in vocab]
+    if missing_bytes and spec.get("unk_token") is not None:
+        raise UnsupportedComponentError(
+            f"BPE unk_token {spec['unk_token']!r} with {len(missing_bytes)} bytes missing from the vocabulary"
+        )
+    return vocab
+
+
+def _vocabulary_bytes(vocab: dict[str, int], added_ids: set[int]) -> dict[bytes, int]:
+    """The model's tokens as bytes; entries that are added tokens written as plain text are left to those."""
+    ranks: dict[bytes, int] = {}
+    for token, token_id in vocab.items():
+        if is_byte_chars(token):
+            ranks[from_byte_chars(token)] = token_id
+        elif token_id not in added_ids:
+            raise UnsupportedComponentError(f"vocabulary token {token!r} (id {token_id}) is not byte-level text")
+    return ranks
+
+
+def _merge_from_hf(merge: str | list, vocab: dict[str, int]) -> tuple[bytes, bytes]:
+    """One merge, ``"a b"`` or ``["a", "b"]``, as a pair of byte strings; its parts and result must be tokens."""
+    parts = merge.split(" ") if isinstance(merge, str) else merge
+    if len(parts) != 2:
+        raise ValueError(f"merge {merge!r} is not two tokens")
+    for token in (parts[0], parts[1], parts[0] + parts[1]):
+        if token not in vocab:
+            raise ValueError(f"merge {merge!r}: {token!r} is not in the vocabulary")
+    return from_byte_chars(parts[0]), from_byte_chars(parts[1])
+
+
+def _added_tokens(
+    specs: list[dict], vocab: dict[str, int], normalizer: Normalizer | None
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Assign ids as HF does (existing token, else the next id after the vocabulary); split special/other."""
+    ids: dict[str, int] = {}
+    seen: set[tuple] = set()  # HF skips a token equal to one already added (content and flags, not id)
+    special_contents: set[str] = set()
+    flags_by_content: dict[str, dict] = {}
+    for spec in specs:
+        content = spec["content"]
+        key = tuple(sorted((field, value) for field, value in spec.items() if field != "id"))
+        if not content or key in seen:
+            continue
+        seen.add(key)
+        for flag in ("lstrip", "rstrip", "single_word"):
+            if spec.get(flag, False):
+                raise UnsupportedComponentError(f"added token {content!r} with {flag}=true")
+        token_id = ids.get(content, vocab.get(content))
+        if token_id is None:
+            highest = max(ids.values(), default=None)
+            token_id = len(vocab) if highest is None or (highest < len(vocab) and vocab) else highest + 1
+        if spec.get("id", token_id) != token_id:
+            warnings.warn(f"added token {content!r} has id {spec['id']} in the file; HF gives it {token_id}")
+        ids[content] = token_id
+        flags_by_content[content] = spec
+        if spec.get("special", False):
+            special_contents.add(content)
+    _check_normalized_flags(flags_by_content, normalizer)
+    special = {content: token_id for content, token_id in ids.items() if content in special_contents}
+    added = {content: token_id for content, token_id in ids.items() if content not in special_contents}
+    return special, added
+
+
+def _check_normalized_flags(specs_by_content: dict[str, dict], normalizer: Normalizer | None) -> None:
+    """Refuse ``normalized`` flags under which HF would match added tokens differently from Crayon.
+
+    HF first matches the ``normalized: false`` tokens in the raw text, then normalizes the pieces between
+    them and matches the ``normalized: true`` tokens there. Crayon matches all of them at once in the raw text.
+    That is the same when no normalizer exists and no token of one kind overlaps a token of the other.
+    """
+    normalized = [content for content, spec in specs_by_content.items() if spec.get("normalized", not spec.get("special"))]
+    if not normalized:
+        return
+    if normalizer is not None:
+        raise UnsupportedComponentError(
+            f"added token {normalized[0]!r} with normalized=true under a normalizer "
+            "(HF matches it in the normalized text, Crayon before normalization)"
+        )
+    raw = [content for content in specs_by_content if content not in set(normalized)]
+    for first in normalized:
+        for second in raw:
+            if _overlap(first, second):
+                raise UnsupportedComponentError(
+                    f"added tokens {first!r} (normalized=true) and {second!r} (normalized=false) overlap; "
+                    "HF matches them in two passes"
+                )
+
+
+def _overlap(first: str, second: str) -> bool:
+    """Whether two strings can share characters in a text: one contains the other or an end meets a start."""
+    if first in second or second in first:
+        return True
+    shortest = min(len(first), len(second))
+    return any(first.endswith(second[:k]) or second.endswith(first[:k]) for k in range(1, shortest))
+
+
+# --- saving ------------------------------------------------------------------------------------------------
+
+
+def save_hf_tokenizer(tokenizer: Tokenizer, path: str | os.PathLike) -> None:
+    """Write ``tokenizer`` as an HF ``tokenizer.json`` that HF loads and encodes to the same ids."""
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(tokenizer_to_hf(tokenizer), handle, ensure_ascii=False)
+
+
+def tokenizer_to_hf(tokenizer: Tokenizer) -> dict:
+    """The ``tokenizer.json`` object of a Crayon Tokenizer."""
+    model = tokenizer.model
+    vocab = {to_byte_chars(token): token_id for token, token_id in model.ranks.items()}
+    merges = model.merges if model.merges is not None else merges_from_ranks(model.ranks)
+    added_tokens = []
+    for content, token_id, special in [
+        *((content, token_id, True) for content, token_id in tokenizer.special_tokens.items()),
+        *((content, token_id, False) for content, token_id in tokenizer.added_tokens.items()),
+    ]:
+        _put_added_token_in_vocab(content, token_id, vocab)
+        added_tokens.append(
+            {"id": token_id, "content": content, "single_word": False, "lstrip": False, "rstrip": False,
+             "normalized": False, "special": special}
+        )
+    added_tokens.sort(key=lambda token: token["id"])
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added_tokens,
+        "normalizer": _normalizer_to_hf(tokenizer.normalizer),
+        "pre_tokenizer": _pretokenizer_to_hf(tokenizer.pretokenizer),
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": model.whole_span_lookup,
+            "vocab": vocab,
+            "merges": [f"{to_byte_chars(left)} {to_byte_chars(right)}" for left, right in merges],
+        },
+    }
+
+
+def _put_added_token_in_vocab(content: str, token_id: int, vocab: dict[str, int]) -> None:
+    """HF gives an added token the id of the vocabulary entry spelled like it, so make that entry the id."""
+    if is_byte_chars(content) and from_byte_chars(content) != content.encode("utf-8"):
+        raise UnsupportedComponentError(
+            f"added token {content!r} is spelled with byte-level characters that stand for other bytes; "
+            "HF's model would confuse it with ordinary text"
+        )
+    if vocab.get(content, token_id) != token_id:
+        raise UnsupportedComponentError(f"added token {content!r} is spelled like vocabulary token {vocab[content]}")
+    vocab[content] = token_id
+
+
+def _normalizer_to_hf(normalizer) -> dict | None:
+    if normalizer is None:
+        return None
+    if not isinstance(normalizer, Normalizer):
+        raise UnsupportedComponentError(f"normalizer {normalizer!r} has no HF form")
+    return normalizer.to_hf()
+
+
+def _pretokenizer_to_hf(pretokenizer) -> dict | None:
+    if isinstance(pretokenizer, HFPreTokenizer):
+        return pretokenizer.to_hf()
+    if isinstance(pretokenizer, PatternSpanner):
+        findall = Split(python_regex_to_hf(pretokenizer.pattern), "removed", invert=True)  # keep the matches, drop the rest
+        return PreTokenizerSequence([findall, ByteLevel(add_prefix_space=False, use_regex=False)]).to_hf()
+    raise UnsupportedComponentError(f"pre-tokenizer {pretokenizer!r} has no HF form")
+
+
+def merges_from_ranks(ranks: dict[bytes, int]) -> list[tuple[bytes, bytes]]:
+    """HF merges that make merge-rank BPE over ``ranks`` (tiktoken's) produce the same tokens.
+
+    Each token of two or more bytes gets one merge, placed in rank order: the two parts tiktoken's own
+    algorithm reaches when it encodes the token's bytes with only the lower ranks. Raises ``ValueError`` if
+    some token is not reached that way (the ranks are then not a BPE merge order).
+    """
+    merges = []
+    for token, rank in sorted(ranks.items(), key=lambda item: item[1]):
+        if len(token) < 2:
+            continue
+        parts = _merge_below_rank(ranks, token, rank)
+        if len(parts) != 2:
+            raise ValueError(f"token {token!r} (rank {rank}) is not the merge of two lower-ranked tokens")
+        merges.append((parts[0], parts[1]))
+    return merges
+
+
+def _merge_below_rank(ranks: dict[bytes, int], token: bytes, max_rank: int) -> list[bytes]:
+    """Merge-rank BPE of ``token``'s bytes using only merges ranked below ``max_rank``."""
+    parts = [token[i : i + 1] for i in range(len(token))]
+    while len(parts) > 1:
+        ranked = [(ranks.get(left + right, max_rank), i) for i, (left, right) in enumerate(zip(parts, parts[1:]))]
+        best_rank, best_index = min(ranked)
+        if best_rank >= max_rank:
+            break
+        parts[best_index : best_index + 2] = [parts[best_index] + parts[best_index + 1]]
+    return parts
+
