@@ -1,0 +1,539 @@
+"""Byte-level BPE training in Numba: the fast algorithm of ``crayon.reference.train`` over flat arrays.
+
+Learns the same merges as ``crayon.reference.train.train_bpe``, merge for merge: same words, counts,
+tie-break and id reuse (the rules are in that module's docstring).
+
+Word counting streams its input: files are read in chunks, long texts are sliced, and a process per core
+pre-tokenizes and counts the chunks, so memory grows with the number of distinct words, not the corpus size.
+A document is only cut where cutting cannot change its spans (see ``SAFE_CUT``); with a custom pattern,
+where no such proof exists, each text or file is pre-tokenized whole.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import multiprocessing
+import os
+import threading
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+import regex
+from numba import njit
+
+from crayon.patterns import pattern_name, resolve_pattern
+from crayon.reference.train import N_BYTES, TrainResult, Vocabulary, check_settings, count_words
+
+CHUNK_CHARS = 1 << 20
+
+# A cut at q between a letter text[q-1] and a whitespace character text[q] leaves the spans of the r50k,
+# cl100k and o200k patterns unchanged (regex.findall(text) == findall(text[:q]) + findall(text[q:])):
+# - In the whole text a span ends at q: the alternatives that take letters (letter runs, o200k's cased words,
+#   contractions) end at the whitespace, and none that takes whitespace can start before q and reach it,
+#   since text[q-1] is not whitespace.
+# - text[:q] gives the same spans: the matches before q read text[q] only to stop a letter run or to fail a
+#   contraction or a longer alternative, and the end of the text stops and fails them the same way.
+# - The spans from q on depend only on text[q:]: the patterns have no lookbehind and findall restarts at q.
+SAFE_CUT = regex.compile(r"(?r)\p{L}\s")
+WHITESPACE = regex.compile(r"\s")
+
+_COUNT, _LEFT, _RIGHT, _HEAD, _LENGTH, _MARK = range(6)  # columns of the pair table
+_POSITION, _NEXT = range(2)  # columns of the occurrence lists
+_EMPTY = -1
+_FNV_OFFSET = np.uint64(14695981039346656037)
+_FNV_PRIME = np.uint64(1099511628211)
+
+
+def train_bpe_jit(
+    texts_or_files: str | os.PathLike | Iterable[str | os.PathLike],
+    vocab_size: int,
+    *,
+    pattern: str = "cl100k_base",
+    special_tokens: str | Sequence[str] = (),
+    progress: bool = False,
+    workers: int | None = None,
+) -> TrainResult:
+    """Train byte-level BPE; the same result as ``crayon.reference.train.train_bpe`` on the same texts.
+
+    ``texts_or_files``: a ``str`` (one text), a path (``os.PathLike``, one UTF-8 file) or an iterable of
+    both; each item is a separate document. A file that is not valid UTF-8 raises ``ValueError`` naming it.
+    ``workers``: processes counting words (default: one per core). ``progress`` shows tqdm bars.
+    """
+    specials = check_settings(vocab_size, special_tokens)
+    word_counts = count_words_parallel(
+        texts_or_files, pattern, specials, workers=workers or os.cpu_count() or 1, progress=progress
+    )
+    symbols, word_lengths, word_weights = word_arrays(word_counts)
+    n_tokens = vocab_size - len(specials)
+    merges = _run_merges(symbols, word_lengths, word_weights, n_tokens, progress)
+    vocab = Vocabulary()
+    for left, right in merges:
+        vocab.merge(left, right)
+    return vocab.result([(int(left), int(right)) for left, right in merges], specials, pattern)
+
+
+# ----------------------------------------------------------------------------------------------- word counts
+
+
+def count_words_parallel(
+    texts_or_files: str | os.PathLike | Iterable[str | os.PathLike],
+    pattern: str,
+    special_tokens: Sequence[str],
+    *,
+    workers: int,
+    chunk_chars: int = CHUNK_CHARS,
+    progress: bool = False,
+) -> collections.Counter[bytes]:
+    """``crayon.reference.train.count_words`` over streamed chunks, counted by ``workers`` processes."""
+    chunks = iter_chunks(texts_or_files, pattern, special_tokens, chunk_chars)
+    bar = _progress_bar(progress, "counting words", unit="char", unit_scale=True)
+    total: collections.Counter[bytes] = collections.Counter()
+
+    def add(chunk_counts: collections.Counter[bytes], n_chars: int) -> None:
+        total.update(chunk_counts)
+        if bar is not None:
+            bar.update(n_chars)
+
+    if workers == 1:
+        for chunk in chunks:
+            add(count_words(chunk, pattern, special_tokens), len(chunk))
+    else:
+        context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+            pending: collections.deque = collections.deque()
+            for chunk in chunks:  # at most two chunks per worker in flight: memory stays bounded
+                pending.append((pool.submit(count_words, chunk, pattern, special_tokens), len(chunk)))
+                if len(pending) >= 2 * workers:
+                    future, n_chars = pending.popleft()
+                    add(future.result(), n_chars)
+            for future, n_chars in pending:
+                add(future.result(), n_chars)
+    if bar is not None:
+        bar.close()
+    return total
+
+
+def iter_chunks(
+    texts_or_files: str | os.PathLike | Iterable[str | os.PathLike],
+    pattern: str,
+    special_tokens: Sequence[str],
+    chunk_chars: int = CHUNK_CHARS,
+) -> Iterator[str]:
+    """Yield text chunks whose word counts sum to those of the documents (each a text or a file)."""
+    cuttable = pattern_name(resolve_pattern(pattern)) is not None
+    sources = [texts_or_files] if isinstance(texts_or_files, (str, os.PathLike)) else texts_or_files
+    for source in sources:
+        if isinstance(source, str):
+            pieces: Iterable[str] = (source[i : i + chunk_chars] for i in range(0, len(source), chunk_chars))
+        elif isinstance(source, os.PathLike):
+            pieces = _read_pieces(Path(source), chunk_chars)
+        else:
+            raise TypeError(f"training input must be str (a text) or os.PathLike (a file), got {type(source).__name__}")
+        if cuttable:
+            yield from _cut_document(pieces, special_tokens)
+        else:
+            document = "".join(pieces)
+            if document:
+                yield document
+
+
+def _read_pieces(path: Path, chunk_chars: int) -> Iterator[str]:
+    with open(path, encoding="utf-8", newline="") as file:
+        while True:
+            try:
+                piece = file.read(chunk_chars)
+            except UnicodeDecodeError as error:
+                raise ValueError(f"{path} is not UTF-8 text: {error}") from error
+            if not piece:
+                return
+            yield piece
+
+
+def _cut_document(pieces: Iterable[str], special_tokens: Sequence[str]) -> Iterator[str]:
+    """Re-cut a document's consecutive pieces at the last ``SAFE_CUT`` of each piece."""
+    # A special token holding whitespace could straddle a cut: keep room for it on both sides and check.
+    straddlers = [token for token in special_tokens if WHITESPACE.search(token)]
+    reach = max(map(len, straddlers), default=1) - 1
+    context = max(1, reach)
+    pending: list[str] = []
+    tail = ""  # the last characters before the piece, so that a cut can use them as left context
+    for piece in pieces:
+        window = tail + piece
+        cut = _last_safe_cut(window, len(tail) + 1, len(window) - reach, straddlers, reach)
+        if cut is None:
+            pending.append(piece)
+        else:
+            cut -= len(tail)
+            yield "".join(pending) + piece[:cut]
+            pending = [piece[cut:]]
+        tail = window[-context:]
+    if pending:
+        yield "".join(pending)
+
+
+def _last_safe_cut(window: str, low: int, high: int, straddlers: list[str], reach: int) -> int | None:
+    """The largest safe cut q of ``window`` with low <= q <= high that no special token straddles."""
+    for match in SAFE_CUT.finditer(window, max(low - 1, 0), high + 1):
+        cut = match.start() + 1
+        if not any(token in window[max(cut - reach, 0) : cut + reach] for token in straddlers):
+            return cut
+    return None
+
+
+def word_arrays(word_counts: dict[bytes, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The words of two bytes or more as (bytes end to end, word lengths, word counts) arrays."""
+    words = [word for word in word_counts if len(word) > 1]  # a single byte has no pair to merge
+    lengths = np.fromiter(map(len, words), np.int64, len(words))
+    weights = np.fromiter((word_counts[word] for word in words), np.int64, len(words))
+    return np.frombuffer(b"".join(words), np.uint8), lengths, weights
+
+
+def _progress_bar(enabled: bool, description: str, **options):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(desc=description, **options)
+
+
+# ---------------------------------------------------------------------------------------------------- merges
+
+
+def _run_merges(symbols, word_lengths, word_weights, n_tokens: int, progress: bool) -> np.ndarray:
+    """Run ``learn_merges``; with ``progress``, in a thread while a bar follows its token count."""
+    progress_cell = np.zeros(1, np.int64)
+    if not progress:
+        return learn_merges(symbols, word_lengths, word_weights, n_tokens, progress_cell)
+    bar = _progress_bar(True, "merging", total=n_tokens - N_BYTES, unit="token")
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        future = pool.submit(learn_merges, symbols, word_lengths, word_weights, n_tokens, progress_cell)
+        done = threading.Event()
+        future.add_done_callback(lambda _: done.set())
+        while not done.wait(0.2):
+            bar.update(max(0, int(progress_cell[0]) - N_BYTES) - bar.n)
+        merges = future.result()
+    bar.update(max(0, int(progress_cell[0]) - N_BYTES) - bar.n)
+    bar.close()
+    return merges
+
+
+@njit(cache=True)
+def _grown(array, needed):
+    """``array`` itself if it has ``needed`` rows, else a copy with the rows doubled until it has."""
+    while array.shape[0] < needed:
+        array = np.concatenate((array, array))
+    return array
+
+
+@njit(cache=True)
+def _hash_slot(key, mask):
+    mixed = np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)
+    return np.int64(mixed ^ (mixed >> np.uint64(32))) & mask
+
+
+@njit(cache=True)
+def _pair_slot(table, pairs, left, right):
+    """The slot of pair (left, right) in the open-addressing ``table`` of pair ids, or the empty slot for it."""
+    mask = table.shape[0] - 1
+    slot = _hash_slot((np.int64(left) << 32) | right, mask)
+    while table[slot] != _EMPTY and (pairs[table[slot], _LEFT] != left or pairs[table[slot], _RIGHT] != right):
+        slot = (slot + 1) & mask
+    return slot
+
+
+@njit(cache=True)
+def _rehashed(table, pairs, n_pairs, needed_pairs):
+    """``table``, or a bigger one holding the same pairs, so that it stays at most half full."""
+    if 2 * needed_pairs <= table.shape[0]:
+        return table
+    size = table.shape[0]
+    while 2 * needed_pairs > size:
+        size *= 2
+    bigger = np.full(size, _EMPTY, np.int64)
+    for pair in range(n_pairs):
+        bigger[_pair_slot(bigger, pairs, pairs[pair, _LEFT], pairs[pair, _RIGHT])] = pair
+    return bigger
+
+
+@njit(cache=True)
+def _pair_id(table, pairs, n_pairs, left, right):
+    """(id of pair (left, right), pair count): the pair is added with count 0 if new. Needs room for it."""
+    slot = _pair_slot(table, pairs, left, right)
+    if table[slot] != _EMPTY:
+        return table[slot], n_pairs
+    table[slot] = n_pairs
+    pairs[n_pairs, _COUNT] = 0
+    pairs[n_pairs, _LEFT] = left
+    pairs[n_pairs, _RIGHT] = right
+    pairs[n_pairs, _HEAD] = _EMPTY
+    pairs[n_pairs, _LENGTH] = 0
+    pairs[n_pairs, _MARK] = _EMPTY
+    return n_pairs, n_pairs + 1
+
+
+@njit(cache=True)
+def _add_occurrence(pairs, occurrences, n_occurrences, pair, position):
+    occurrences[n_occurrences, _POSITION] = position
+    occurrences[n_occurrences, _NEXT] = pairs[pair, _HEAD]
+    pairs[pair, _HEAD] = n_occurrences
+    pairs[pair, _LENGTH] += 1
+    return n_occurrences + 1
+
+
+@njit(cache=True)
+def _credit_pair(table, pairs, n_pairs, occurrences, n_occurrences, grown, n_grown, step, left, right, position, w):
+    """Count an occurrence of (left, right) at ``position``, weight w, and list the pair in ``grown`` once per
+    step. Returns (pair id, pair count, occurrence count, grown count); needs room for a new pair."""
+    pair, n_pairs = _pair_id(table, pairs, n_pairs, left, right)
+    pairs[pair, _COUNT] += w
+    n_occurrences = _add_occurrence(pairs, occurrences, n_occurrences, pair, position)
+    if pairs[pair, _MARK] != step:
+        pairs[pair, _MARK] = step
+        grown[n_grown] = pair
+        n_grown += 1
+    return pair, n_pairs, n_occurrences, n_grown
+
+
+@njit(cache=True)
+def _outranks(heap, a, b, pairs):
+    """Whether heap entry a comes before entry b: higher count, then smaller left id, then smaller right id."""
+    if heap[a, 0] != heap[b, 0]:
+        return heap[a, 0] > heap[b, 0]
+    pair_a, pair_b = heap[a, 1], heap[b, 1]
+    if pairs[pair_a, _LEFT] != pairs[pair_b, _LEFT]:
+        return pairs[pair_a, _LEFT] < pairs[pair_b, _LEFT]
+    return pairs[pair_a, _RIGHT] < pairs[pair_b, _RIGHT]
+
+
+@njit(cache=True)
+def _heap_push(heap, size, pairs, count, pair):
+    """Push (count, pair) onto the max-heap of ``size`` entries (room needed); return the new size."""
+    i = size
+    heap[i, 0] = count
+    heap[i, 1] = pair
+    while i > 0:
+        parent = (i - 1) // 2
+        if not _outranks(heap, i, parent, pairs):
+            break
+        heap[i, 0], heap[parent, 0] = heap[parent, 0], heap[i, 0]
+        heap[i, 1], heap[parent, 1] = heap[parent, 1], heap[i, 1]
+        i = parent
+    return size + 1
+
+
+@njit(cache=True)
+def _heap_pop(heap, size, pairs):
+    """Remove the top entry of the max-heap; return (count, pair, new size)."""
+    count, pair = heap[0, 0], heap[0, 1]
+    size -= 1
+    heap[0, 0], heap[0, 1] = heap[size, 0], heap[size, 1]
+    i = np.int64(0)
+    while True:
+        best = i
+        for child in (2 * i + 1, 2 * i + 2):
+            if child < size and _outranks(heap, child, best, pairs):
+                best = child
+        if best == i:
+            break
+        heap[i, 0], heap[best, 0] = heap[best, 0], heap[i, 0]
+        heap[i, 1], heap[best, 1] = heap[best, 1], heap[i, 1]
+        i = best
+    return count, pair, size
+
+
+@njit(cache=True)
+def _fnv1a(data, start, length, digest):
+    """FNV-1a hash of data[start:start+length], continuing from ``digest``."""
+    for i in range(start, start + length):
+        digest = (digest ^ np.uint64(data[i])) * _FNV_PRIME
+    return digest
+
+
+@njit(cache=True)
+def _is_concatenation(token_bytes, token_spans, candidate, left, right):
+    """Whether token ``candidate``'s bytes are token ``left``'s followed by token ``right``'s."""
+    start, length = token_spans[candidate, 0], token_spans[candidate, 1]
+    left_start, left_length = token_spans[left, 0], token_spans[left, 1]
+    right_start = token_spans[right, 0]
+    if length != left_length + token_spans[right, 1]:
+        return False
+    for i in range(length):
+        source = left_start + i if i < left_length else right_start + i - left_length
+        if token_bytes[start + i] != token_bytes[source]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _byte_tokens(max_tokens):
+    """Token storage holding the 256 single bytes: (bytes, (start, length) spans, hashes, hash table)."""
+    table_size = 1
+    while table_size < 4 * max_tokens:
+        table_size *= 2
+    token_table = np.full(table_size, _EMPTY, np.int64)  # token ids by hash of their bytes, at most 1/4 full
+    token_spans = np.zeros((max_tokens, 2), np.int64)
+    token_bytes = np.empty(4 * max_tokens, np.uint8)
+    token_hashes = np.zeros(max_tokens, np.uint64)
+    for byte in range(N_BYTES):
+        token_bytes[byte] = byte
+        token_spans[byte, 0] = byte
+        token_spans[byte, 1] = 1
+        token_hashes[byte] = _fnv1a(token_bytes, byte, 1, _FNV_OFFSET)
+        slot = np.int64(token_hashes[byte] >> np.uint64(16)) & (table_size - 1)
+        while token_table[slot] != _EMPTY:
+            slot = (slot + 1) & (table_size - 1)
+        token_table[slot] = byte
+    return token_bytes, token_spans, token_hashes, token_table
+
+
+@njit(cache=True)
+def _merged_token(left, right, token_bytes, token_spans, token_hashes, token_table, n_tokens):
+    """(id of the concatenation of tokens left and right, token count): an existing id, or a new one.
+
+    ``token_bytes`` needs room for the new token's bytes."""
+    left_start, left_length = token_spans[left, 0], token_spans[left, 1]
+    right_start, right_length = token_spans[right, 0], token_spans[right, 1]
+    digest = _fnv1a(token_bytes, right_start, right_length, _fnv1a(token_bytes, left_start, left_length, _FNV_OFFSET))
+    mask = token_table.shape[0] - 1
+    slot = np.int64(digest >> np.uint64(16)) & mask
+    while token_table[slot] != _EMPTY:
+        candidate = token_table[slot]
+        if token_hashes[candidate] == digest and _is_concatenation(token_bytes, token_spans, candidate, left, right):
+            return candidate, n_tokens
+        slot = (slot + 1) & mask
+    start = token_spans[n_tokens - 1, 0] + token_spans[n_tokens - 1, 1]
+    for i in range(left_length):
+        token_bytes[start + i] = token_bytes[left_start + i]
+    for i in range(right_length):
+        token_bytes[start + left_length + i] = token_bytes[right_start + i]
+    token_spans[n_tokens, 0] = start
+    token_spans[n_tokens, 1] = left_length + right_length
+    token_hashes[n_tokens] = digest
+    token_table[slot] = n_tokens
+    return n_tokens, n_tokens + 1
+
+
+@njit(cache=True, nogil=True)
+def learn_merges(symbols, word_lengths, word_weights, n_tokens_wanted, progress_cell):
+    """Merge pairs of the words until there are ``n_tokens_wanted`` tokens or no pair is left.
+
+    ``symbols``: the words' bytes end to end (uint8); ``word_lengths``, ``word_weights``: each word's length
+    and count. Returns the merges as an int64 array of (left id, right id) rows, in order. Writes the token
+    count to ``progress_cell[0]`` as it goes.
+    """
+    n_positions = symbols.shape[0]
+    token = symbols.astype(np.int64)  # token id at each position, -1 once merged into its left neighbour
+    prev = np.empty(n_positions, np.int32)  # previous position in the word, -1 at its start
+    next_ = np.empty(n_positions, np.int32)  # next position in the word, -1 at its end
+    weight = np.empty(n_positions, np.int64)  # count of the position's word
+    pair_at = np.full(n_positions, _EMPTY, np.int32)  # id of the pair starting at the position, -1 if none
+    start = 0
+    for word in range(word_lengths.shape[0]):
+        end = start + word_lengths[word]
+        for i in range(start, end):
+            prev[i] = i - 1
+            next_[i] = i + 1
+            weight[i] = word_weights[word]
+        if end > start:
+            prev[start] = -1
+            next_[end - 1] = -1
+        start = end
+
+    # The inverted index: a pair table (count, left, right, occurrence list head and length, step mark)
+    # found through an open-addressing hash table, and singly linked occurrence lists (positions of the
+    # pair's left token) in one array.
+    pairs = np.empty((1024, 6), np.int64)
+    table = np.full(2048, _EMPTY, np.int64)
+    occurrences = np.empty((max(n_positions, 16), 2), np.int32)
+    n_pairs = np.int64(0)
+    n_occurrences = np.int64(0)
+    for i in range(n_positions):
+        j = next_[i]
+        if j == -1:
+            continue
+        pairs = _grown(pairs, n_pairs + 1)
+        table = _rehashed(table, pairs, n_pairs, n_pairs + 1)
+        pair, n_pairs = _pair_id(table, pairs, n_pairs, token[i], token[j])
+        pairs[pair, _COUNT] += weight[i]
+        n_occurrences = _add_occurrence(pairs, occurrences, n_occurrences, pair, i)
+        pair_at[i] = pair
+    heap = np.empty((max(n_pairs, 16), 2), np.int64)
+    heap_size = np.int64(0)  # not a literal 0: one compiled version of the heap functions
+    for pair in range(n_pairs):
+        heap_size = _heap_push(heap, heap_size, pairs, pairs[pair, _COUNT], pair)
+
+    max_tokens = max(n_tokens_wanted, N_BYTES)
+    token_bytes, token_spans, token_hashes, token_table = _byte_tokens(max_tokens)
+    n_tokens = np.int64(N_BYTES)
+    progress_cell[0] = n_tokens
+
+    merges = np.empty((max(max_tokens - N_BYTES, 16), 2), np.int64)
+    n_merges = np.int64(0)
+    positions = np.empty(16, np.int64)
+    grown = np.empty(16, np.int64)
+    while n_tokens < n_tokens_wanted and heap_size > 0:
+        count, pair, heap_size = _heap_pop(heap, heap_size, pairs)
+        true_count = pairs[pair, _COUNT]
+        if count != true_count:  # stale entry
+            if 0 < true_count < count:
+                heap_size = _heap_push(heap, heap_size, pairs, true_count, pair)
+            continue
+        left, right = pairs[pair, _LEFT], pairs[pair, _RIGHT]
+        token_bytes = _grown(token_bytes, token_spans[n_tokens - 1, 0] + token_spans[n_tokens - 1, 1]
+                             + token_spans[left, 1] + token_spans[right, 1])
+        new_id, n_tokens = _merged_token(left, right, token_bytes, token_spans, token_hashes, token_table, n_tokens)
+        merges = _grown(merges, n_merges + 1)
+        merges[n_merges, 0] = left
+        merges[n_merges, 1] = right
+        n_merges += 1
+
+        n_sites = pairs[pair, _LENGTH]
+        positions = _grown(positions, n_sites)
+        entry = pairs[pair, _HEAD]
+        for k in range(n_sites):
+            positions[k] = occurrences[entry, _POSITION]
+            entry = occurrences[entry, _NEXT]
+        pairs[pair, _HEAD] = _EMPTY
+        pairs[pair, _LENGTH] = 0
+        sites = np.sort(positions[:n_sites])
+        # Each site makes at most two new pairs, occurrences and heap entries.
+        pairs = _grown(pairs, n_pairs + 2 * n_sites)
+        table = _rehashed(table, pairs, n_pairs, n_pairs + 2 * n_sites)
+        occurrences = _grown(occurrences, n_occurrences + 2 * n_sites)
+        heap = _grown(heap, heap_size + 2 * n_sites)
+        grown = _grown(grown, 2 * n_sites)
+        n_grown = np.int64(0)
+        for i in sites:
+            if pair_at[i] != pair:
+                continue  # an earlier merge of this step (or a past one) changed this site
+            j = next_[i]
+            w = weight[i]
+            before = np.int64(prev[i])
+            after = next_[j]
+            if before != -1:
+                pairs[pair_at[before], _COUNT] -= w
+                pair_at[before], n_pairs, n_occurrences, n_grown = _credit_pair(
+                    table, pairs, n_pairs, occurrences, n_occurrences, grown, n_grown, n_merges,
+                    token[before], new_id, before, w,
+                )
+            pair_at[i] = _EMPTY
+            if after != -1:
+                pairs[pair_at[j], _COUNT] -= w
+                pair_at[i], n_pairs, n_occurrences, n_grown = _credit_pair(
+                    table, pairs, n_pairs, occurrences, n_occurrences, grown, n_grown, n_merges,
+                    new_id, token[after], i, w,
+                )
+            pairs[pair, _COUNT] -= w
+            token[i] = new_id
+            token[j] = _EMPTY
+            pair_at[j] = _EMPTY
+            next_[i] = after
+            if after != -1:
+                prev[after] = i
+        for k in range(n_grown):
+            if pairs[grown[k], _COUNT] > 0:
+                heap_size = _heap_push(heap, heap_size, pairs, pairs[grown[k], _COUNT], grown[k])
+        progress_cell[0] = n_tokens
+    return merges[:n_merges].copy()
