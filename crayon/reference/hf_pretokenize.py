@@ -321,7 +321,7 @@ class PreTokenizerStep:
         raise NotImplementedError
 
     def __call__(self, pieces: Iterable[str]) -> list[str]:
-        return [finer for piece in pieces for finer in self.split(piece)]
+        return [finer for piece in pieces for finer in self.split(piece) if finer]
 
     def to_hf(self) -> dict:
         raise NotImplementedError
