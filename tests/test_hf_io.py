@@ -85,6 +85,7 @@ CONFIGS = {
         hf_pre.Sequence([hf_pre.Split(" ", "merged_with_next"), byte_level()]), None, False
     ),
     "byte_level_normalizer": lambda: (hf_pre.Split(Regex("Ġ?[^Ġ]+"), "isolated"), hf_norm.ByteLevel(), False),
+    "neox_nfc_whitespace_tokens": lambda: (byte_level(), hf_norm.NFC(), False),
     **{
         f"split_{behavior}{'_inverted' if invert else ''}": (
             lambda behavior=behavior, invert=invert: (
@@ -99,13 +100,17 @@ CONFIGS = {
 }
 
 
+# GPT-NeoX's added tokens: runs of spaces matched in the normalized text, which NFC never changes or makes.
+EXTRA_ADDED = {"neox_nfc_whitespace_tokens": [AddedToken(" " * n, normalized=True) for n in range(2, 8)]}
+
+
 @pytest.fixture(scope="module")
 def training_text():
     text = corpus_text("big.txt", 150_000) + corpus_text("multilingual.txt", 50_000)
     return [text[i : i + 2000] for i in range(0, len(text), 2000)]
 
 
-def train_hf(training_text, pre_tokenizer, normalizer=None, ignore_merges=False):
+def train_hf(training_text, pre_tokenizer, normalizer=None, ignore_merges=False, extra_added=()):
     """A small byte-level BPE trained by HF tokenizers, with specials and added tokens."""
     hf = tokenizers.Tokenizer(models.BPE(ignore_merges=ignore_merges))
     hf.pre_tokenizer = pre_tokenizer
@@ -119,6 +124,7 @@ def train_hf(training_text, pre_tokenizer, normalizer=None, ignore_merges=False)
     # Without a normalizer a plain added token may keep HF's default normalized=true; with one it must not.
     hf.add_tokens([ADDED[0] if normalizer is None else AddedToken(ADDED[0], normalized=False)])
     hf.add_special_tokens([ADDED[1]])
+    hf.add_tokens(list(extra_added))
     return hf
 
 
@@ -133,14 +139,14 @@ def hf_ids(hf, text):
 @pytest.fixture(scope="module", params=sorted(CONFIGS))
 def pair(request, training_text):
     """(HF tokenizer, Crayon tokenizer loaded from its JSON) for one configuration."""
-    hf = train_hf(training_text, *CONFIGS[request.param]())
+    hf = train_hf(training_text, *CONFIGS[request.param](), extra_added=EXTRA_ADDED.get(request.param, ()))
     return hf, crayon_from(hf)
 
 
 @pytest.mark.parametrize("corpus", CORPUS_FILES)
 def test_corpus_slices_match_hf(pair, corpus):
     hf, tok = pair
-    text = corpus_text(corpus, 400_000)[-2500:] + f" {ADDED[0]} x{ADDED[1]}y {SPECIALS[0]}"
+    text = corpus_text(corpus, 400_000)[-2500:] + f" {ADDED[0]} x{ADDED[1]}y {SPECIALS[0]}   e\u0301  \u00a0 "
     ids = tok.encode(text, allowed_special="all")
     assert ids == hf_ids(hf, text)
     assert tok.decode(ids) == hf.decode(ids, skip_special_tokens=False)
@@ -178,6 +184,26 @@ NORMALIZERS = {
 def test_normalizer_matches_hf(name, text):
     hf, ours = NORMALIZERS[name]
     assert ours(text) == hf.normalize_str(text)
+
+
+INERTNESS_NORMALIZERS = {
+    "NFC": norm.UnicodeNormalizer("NFC"),
+    "NFKD": norm.UnicodeNormalizer("NFKD"),
+    "NFKC+Lowercase": norm.NormalizerSequence([norm.UnicodeNormalizer("NFKC"), norm.Lowercase()]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INERTNESS_NORMALIZERS))
+@settings(max_examples=100, deadline=None)
+@given(before=hf_text, after=hf_text)
+def test_inert_characters_are_left_alone(name, before, after):
+    """What the added-token check relies on: an inert character splits normalization and is never made."""
+    normalizer = INERTNESS_NORMALIZERS[name]
+    inert = [char for char in " \t\n|<>a-_\u00a0\u3000\u0301" if normalizer.is_inert(char)]
+    assert inert
+    for char in inert:
+        assert normalizer(before + char + after) == normalizer(before) + char + normalizer(after)
+        assert normalizer(before + after).count(char) == (before + after).count(char)
 
 
 def test_unicode_tables_match_hf():
@@ -308,6 +334,14 @@ def _set(path: str, value):
     return change
 
 
+def _all(*changes):
+    def change(config):
+        for one in changes:
+            one(config)
+
+    return change
+
+
 REFUSED = {
     "model WordPiece": (_set("model.type", "WordPiece"), "WordPiece"),
     "dropout": (_set("model.dropout", 0.1), "dropout"),
@@ -327,7 +361,11 @@ REFUSED = {
     "lstrip": (_set("added_tokens.0.lstrip", True), "lstrip"),
     "rstrip": (_set("added_tokens.0.rstrip", True), "rstrip"),
     "single_word": (_set("added_tokens.0.single_word", True), "single_word"),
-    "normalized under a normalizer": (_set("normalizer", {"type": "NFC"}), "normalized"),
+    "normalized under a normalizer": (_set("normalizer", {"type": "NFC"}), "normalized"),  # NFC makes "<"
+    "normalized spaces under NFKC": (  # NFKC makes spaces from no-break spaces
+        _all(_set("normalizer", {"type": "NFKC"}), _set("added_tokens.2.content", "  ")),
+        "normalized",
+    ),
     "normalized tokens overlapping": (_set("added_tokens.2.content", "x<|pad"), "overlap"),
     "Split regex": (_set("pre_tokenizer", {"type": "Split", "pattern": {"Regex": r"[\w]"}, "behavior": "Isolated",
                                            "invert": False}), "inside a class"),
@@ -364,7 +402,7 @@ def test_span_split_inside_a_character_is_refused_when_met(training_text):
     hf = train_hf(training_text, hf_pre.Sequence([byte_level(), hf_pre.Digits(individual_digits=True)]))
     tok = crayon_from(hf)
     assert tok.encode("a1b 22") == hf_ids(hf, "a1b 22")
-    with pytest.raises(UnsupportedComponentError, match="UTF-8"):
+    with pytest.raises(UnsupportedComponentError, match="not the byte-level form of text"):
         tok.encode("x²")  # "²" is C2 B2 and the byte B2 stands for "²", a digit to HF's Digits
 
 

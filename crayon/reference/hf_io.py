@@ -31,6 +31,7 @@ import json
 import os
 import warnings
 from pathlib import Path
+
 from crayon.errors import UnsupportedComponentError
 from crayon.reference.bpe import BytePairModel
 from crayon.reference.hf_pretokenize import (
@@ -216,16 +217,16 @@ def _check_normalized_flags(specs_by_content: dict[str, dict], normalizer: Norma
 
     HF first matches the ``normalized: false`` tokens in the raw text, then normalizes the pieces between
     them and matches the ``normalized: true`` tokens there. Crayon matches all of them at once in the raw text.
-    That is the same when no normalizer exists and no token of one kind overlaps a token of the other.
+    That is the same when the normalized tokens are made of characters the normalizer leaves alone (spaces
+    under NFC, say) and no token of one kind overlaps a token of the other.
     """
     normalized = [content for content, spec in specs_by_content.items() if spec.get("normalized", not spec.get("special"))]
-    if not normalized:
-        return
-    if normalizer is not None:
-        raise UnsupportedComponentError(
-            f"added token {normalized[0]!r} with normalized=true under a normalizer "
-            "(HF matches it in the normalized text, Crayon before normalization)"
-        )
+    for content in normalized:
+        if normalizer is not None and not all(normalizer.is_inert(char) for char in content):
+            raise UnsupportedComponentError(
+                f"added token {content!r} with normalized=true: the normalizer can change or make its characters "
+                "(HF matches it in the normalized text, Crayon before normalization)"
+            )
     raw = [content for content in specs_by_content if content not in set(normalized)]
     for first in normalized:
         for second in raw:

@@ -62,8 +62,9 @@ def is_byte_chars(text: str) -> bool:
 # ----------------------------------------------------------------------------------------------------------
 # Oniguruma regexes and HF's match iteration
 
-_INTERVAL = regex.compile(r"\{\d*,?\d*\}")
+_INTERVAL = regex.compile(r"\{(?:\d+,?\d*|,\d+)\}")  # {n} {n,} {n,m} {,m}
 _BRACED_ESCAPES = "pPxNgk"  # \p{L}, \x{263a}, \N{...}, \g<name>, \k<name> (braces or angle brackets)
+_HEX_ESCAPE_LENGTHS = {"x": 2, "u": 4, "U": 8}
 
 
 def _escape_end(pattern: str, start: int) -> int:
@@ -76,7 +77,7 @@ def _escape_end(pattern: str, start: int) -> int:
             return end + 1
     if letter in ("p", "P") and start + 2 < len(pattern):  # \pL
         return start + 3
-    return min(start + 2, len(pattern))
+    return min(start + 2 + _HEX_ESCAPE_LENGTHS.get(letter, 0), len(pattern))
 
 
 def _class_end(pattern: str, start: int) -> int:
@@ -89,7 +90,7 @@ def _class_end(pattern: str, start: int) -> int:
     while i < len(pattern):
         if pattern[i] == "\\":
             i = _escape_end(pattern, i)
-        elif pattern.startswith("[:", i):
+        elif pattern.startswith("[:", i) and ":]" in pattern[i:]:
             i = pattern.index(":]", i) + 2
         elif pattern[i] == "[":
             raise UnsupportedComponentError(f"regex {pattern!r}: nested character classes are not supported")
@@ -123,8 +124,8 @@ def _regex_tokens(pattern: str) -> list[tuple[str, str]]:
 def _rewrite_regex(pattern: str, rewrite_token, rewrite_interval_plus) -> str:
     """Rebuild a regex token by token; ``ATOM{n,m}+`` is handed whole to ``rewrite_interval_plus``.
 
-    That construct is the one real difference in syntax: Oniguruma (Ruby) reads it as ``(?:ATOM{n,m})+``,
-    Python's regex module (like tiktoken's fancy-regex) as a possessive ``ATOM{n,m}``.
+    Oniguruma (Ruby syntax) reads ``ATOM{n,m}+`` as ``(?:ATOM{n,m})+``; Python's regex module (like
+    tiktoken's fancy-regex) reads it as a possessive ``ATOM{n,m}``.
     """
     tokens = _regex_tokens(pattern)
     out: list[str] = []
@@ -205,11 +206,16 @@ _PYTHON_ANCHORS = {"^": r"\A", "$": r"(?=\n?\z)"}  # without MULTILINE: start; e
 
 
 def python_regex_to_hf(pattern: str) -> str:
-    """Write a ``regex``-module pattern (a tiktoken pattern) as the Oniguruma regex HF reads the same way."""
+    """Write a ``regex``-module pattern (a tiktoken pattern) as the Oniguruma regex HF reads the same way.
+
+    ``\\w \\W \\b \\B`` are refused: their word characters differ (see ``_ONIG_WORD``).
+    """
 
     def translate(kind: str, text: str) -> str:
         if kind == "char":
             return _PYTHON_ANCHORS.get(text, text)
+        if text in ("\\w", "\\W", "\\b", "\\B") or (kind == "class" and regex.search(r"\\[wW]", text)):
+            raise UnsupportedComponentError(f"pattern {pattern!r}: {text} means other characters in HF's Oniguruma")
         return r"\z" if (kind, text) == ("escape", r"\Z") else text
 
     return _rewrite_regex(pattern, translate, lambda repeated: f"(?>{repeated})")
@@ -490,7 +496,10 @@ class PreTokenizerSequence(PreTokenizerStep):
 
     def __init__(self, steps: list[PreTokenizerStep]):
         self.steps = list(steps)
-        self.maps_to_byte_chars = any(step.maps_to_byte_chars for step in self.steps)
+        byte_level_steps = sum(step.maps_to_byte_chars for step in self.steps)
+        if byte_level_steps > 1:
+            raise UnsupportedComponentError("ByteLevel is applied twice")
+        self.maps_to_byte_chars = byte_level_steps == 1
 
     def __call__(self, pieces: Iterable[str]) -> list[str]:
         pieces = list(pieces)
@@ -503,24 +512,6 @@ class PreTokenizerSequence(PreTokenizerStep):
 
     def to_hf(self) -> dict:
         return {"type": "Sequence", "pretokenizers": [step.to_hf() for step in self.steps]}
-
-
-_STEPS_BY_TYPE = {
-    "ByteLevel": lambda spec: ByteLevel(
-        add_prefix_space=spec.get("add_prefix_space", True),
-        use_regex=spec.get("use_regex", True),
-        trim_offsets=spec.get("trim_offsets", True),
-    ),
-    "Split": lambda spec: _split_from_hf(spec),
-    "Digits": lambda spec: Digits(spec.get("individual_digits", False)),
-    "Punctuation": lambda spec: Punctuation(behavior_from_hf(spec.get("behavior", "Isolated"))),
-    "Whitespace": lambda spec: Whitespace(),
-    "WhitespaceSplit": lambda spec: WhitespaceSplit(),
-    "CharDelimiterSplit": lambda spec: CharDelimiterSplit(spec["delimiter"]),
-    "BertPreTokenizer": lambda spec: BertPreTokenizer(),
-    "FixedLength": lambda spec: FixedLength(spec.get("length", 5)),
-    "Sequence": lambda spec: PreTokenizerSequence([step_from_hf(step) for step in spec["pretokenizers"]]),
-}
 
 
 def pattern_from_hf(pattern: dict, component: str) -> tuple[str, bool]:
@@ -537,6 +528,24 @@ def _split_from_hf(spec: dict) -> Split:
     return Split(pattern, spec["behavior"], invert=spec.get("invert", False), is_regex=is_regex)
 
 
+_STEPS_BY_TYPE = {
+    "ByteLevel": lambda spec: ByteLevel(
+        add_prefix_space=spec.get("add_prefix_space", True),
+        use_regex=spec.get("use_regex", True),
+        trim_offsets=spec.get("trim_offsets", True),
+    ),
+    "Split": _split_from_hf,
+    "Digits": lambda spec: Digits(spec.get("individual_digits", False)),
+    "Punctuation": lambda spec: Punctuation(behavior_from_hf(spec.get("behavior", "Isolated"))),
+    "Whitespace": lambda spec: Whitespace(),
+    "WhitespaceSplit": lambda spec: WhitespaceSplit(),
+    "CharDelimiterSplit": lambda spec: CharDelimiterSplit(spec["delimiter"]),
+    "BertPreTokenizer": lambda spec: BertPreTokenizer(),
+    "FixedLength": lambda spec: FixedLength(spec.get("length", 5)),
+    "Sequence": lambda spec: PreTokenizerSequence([step_from_hf(step) for step in spec["pretokenizers"]]),
+}
+
+
 def step_from_hf(spec: dict) -> PreTokenizerStep:
     """Build one pre-tokenizer from its tokenizer.json object; unknown types raise naming the type."""
     kind = spec.get("type")
@@ -548,12 +557,6 @@ def step_from_hf(spec: dict) -> PreTokenizerStep:
 # ----------------------------------------------------------------------------------------------------------
 
 
-def _count_byte_level_steps(step: PreTokenizerStep | None) -> int:
-    if isinstance(step, PreTokenizerSequence):
-        return sum(_count_byte_level_steps(inner) for inner in step.steps)
-    return isinstance(step, ByteLevel)
-
-
 class HFPreTokenizer:
     """The pre-tokenizer a Crayon Tokenizer calls: run the steps, return each span as original text.
 
@@ -563,8 +566,8 @@ class HFPreTokenizer:
     """
 
     def __init__(self, step: PreTokenizerStep | None, *, input_is_byte_chars: bool = False):
-        if input_is_byte_chars + _count_byte_level_steps(step) > 1:
-            raise UnsupportedComponentError("ByteLevel is applied twice (in the normalizer or pre-tokenizers)")
+        if input_is_byte_chars and step is not None and step.maps_to_byte_chars:
+            raise UnsupportedComponentError("ByteLevel is applied twice (normalizer and pre-tokenizer)")
         self.step = step
         self.input_is_byte_chars = input_is_byte_chars
         self.output_is_byte_chars = input_is_byte_chars or (step is not None and step.maps_to_byte_chars)
@@ -577,10 +580,9 @@ class HFPreTokenizer:
         for piece in pieces:
             try:
                 spans.append(from_byte_chars(piece).decode("utf-8"))
-            except UnicodeDecodeError:
+            except ValueError:  # a character's UTF-8 bytes were split, or a step wrote a non-byte character
                 raise UnsupportedComponentError(
-                    f"a pre-tokenizer step after ByteLevel split a character's UTF-8 bytes ({piece!r}); "
-                    "Crayon's spans are text"
+                    f"span {piece!r} after ByteLevel is not the byte-level form of text; Crayon's spans are text"
                 ) from None
         return [span for span in spans if span]
 

@@ -13,6 +13,7 @@ as they are here.
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from typing import Callable
 
@@ -70,8 +71,26 @@ class Normalizer:
     def __call__(self, text: str) -> str:
         raise NotImplementedError
 
+    def is_inert(self, char: str) -> bool:
+        """Whether normalizing leaves ``char`` alone in every text: it is never changed, made from other
+        characters or merged with them, nothing next to it is removed, and the text on each side of it normalizes
+        on its own. An added token made of such characters matches the same before and after normalization."""
+        return False
+
     def to_hf(self) -> dict:
         raise NotImplementedError
+
+
+@functools.lru_cache(maxsize=None)
+def _characters_made_by(mapping: str) -> frozenset[str]:
+    """Every character that ``mapping`` ("NFD", "NFKD" or "lower") writes for some other character."""
+    made = set()
+    for code_point in range(0x110000):
+        char = chr(code_point)
+        mapped = char.lower() if mapping == "lower" else unicodedata.normalize(mapping, char)
+        if mapped != char:
+            made.update(mapped)
+    return frozenset(made)
 
 
 class UnicodeNormalizer(Normalizer):
@@ -89,6 +108,16 @@ class UnicodeNormalizer(Normalizer):
         pieces = _NOT_NORMALIZED_BY_HF.split(text)
         return "".join(piece if i % 2 else unicodedata.normalize(self.form, piece) for i, piece in enumerate(pieces))
 
+    def is_inert(self, char: str) -> bool:
+        # A starter with no decomposition that no decomposition contains: it never composes or reorders.
+        decomposition = "NFD" if self.form in ("NFC", "NFD") else "NFKD"
+        return (
+            unicodedata.normalize(decomposition, char) == char
+            and unicodedata.combining(char) == 0
+            and char not in _characters_made_by(decomposition)
+            and not _NOT_NORMALIZED_BY_HF.match(char)
+        )
+
     def to_hf(self) -> dict:
         return {"type": self.form}
 
@@ -98,6 +127,9 @@ class Lowercase(Normalizer):
 
     def __call__(self, text: str) -> str:
         return "".join(char.lower() for char in text)
+
+    def is_inert(self, char: str) -> bool:
+        return char.lower() == char and char not in _characters_made_by("lower")
 
     def to_hf(self) -> dict:
         return {"type": "Lowercase"}
@@ -198,12 +230,18 @@ class NormalizerSequence(Normalizer):
 
     def __init__(self, normalizers: list[Normalizer]):
         self.normalizers = list(normalizers)
-        self.maps_to_byte_chars = any(normalizer.maps_to_byte_chars for normalizer in self.normalizers)
+        byte_level_steps = sum(normalizer.maps_to_byte_chars for normalizer in self.normalizers)
+        if byte_level_steps > 1:
+            raise UnsupportedComponentError("ByteLevel is applied twice")
+        self.maps_to_byte_chars = byte_level_steps == 1
 
     def __call__(self, text: str) -> str:
         for normalizer in self.normalizers:
             text = normalizer(text)
         return text
+
+    def is_inert(self, char: str) -> bool:
+        return all(normalizer.is_inert(char) for normalizer in self.normalizers)
 
     def to_hf(self) -> dict:
         return {"type": "Sequence", "normalizers": [normalizer.to_hf() for normalizer in self.normalizers]}
