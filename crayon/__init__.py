@@ -12,9 +12,11 @@ from crayon.loading import load
 from crayon.reference.char import CharTokenizer
 from crayon.reference.word import WordTokenizer
 from crayon.tokenizer import Tokenizer
+from crayon.training import train
 
 __all__ = [
     "load",
+    "train",
     "Tokenizer",
     "CharTokenizer",
     "WordTokenizer",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import AbstractSet, Callable, Collection, Literal, Sequence
 
 import numpy as np
@@ -215,3 +216,25 @@ class Tokenizer:
     def decode_tokens_bytes(self, tokens: Sequence[int]) -> list[bytes]:
         """The bytes of each token."""
         return [self.decode_single_token_bytes(int(token)) for token in tokens]
+
+    # files -----------------------------------------------------------------------------------------
+
+    def export(self, path, format: Literal["tiktoken", "hf"] = "tiktoken") -> None:
+        """Write the vocabulary for another library: a ``.tiktoken`` ranks file (load it in tiktoken with
+        ``pat_str=tok.pattern`` and ``tok.special_tokens``) or an HF ``tokenizer.json``."""
+        if format == "hf":
+            from crayon.reference.hf_io import save_hf_tokenizer
+
+            save_hf_tokenizer(self, path)
+        elif format == "tiktoken":
+            if self.model.merges is not None or self.normalizer is not None or self.pattern is None:
+                raise ValueError(
+                    f"{self.name} has explicit merges, a normalizer or a custom pre-tokenizer, which a .tiktoken "
+                    f"file cannot express; export it with format='hf'"
+                )
+            from crayon.reference.tiktoken_io import save_tiktoken_bpe
+
+            save_tiktoken_bpe(self.model.ranks, path)
+        else:
+            raise ValueError(f"unknown export format {format!r}; choose 'tiktoken' or 'hf'")
+

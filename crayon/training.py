@@ -1,0 +1,72 @@
+"""``crayon.train``: one entry point for BPE, character and word vocabularies."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+from crayon.reference.bpe import BytePairModel
+from crayon.tokenizer import Tokenizer
+
+MODELS = ("bpe", "char", "word")
+
+
+def _texts(files_or_texts) -> Iterator[str]:
+    """Each document as text: a ``str`` is a text, a path (``os.PathLike``) is a UTF-8 file."""
+    items = [files_or_texts] if isinstance(files_or_texts, (str, os.PathLike)) else files_or_texts
+    for item in items:
+        if isinstance(item, os.PathLike):
+            try:
+                yield Path(item).read_text(encoding="utf-8")
+            except UnicodeDecodeError as error:
+                raise ValueError(f"{os.fspath(item)} is not UTF-8 text: {error}") from None
+        else:
+            yield item
+
+
+def train(
+    files_or_texts: str | os.PathLike | Iterable[str | os.PathLike],
+    *,
+    vocab_size: int,
+    model: str = "bpe",
+    pattern: str = "cl100k_base",
+    special_tokens: Sequence[str] = ("<|endoftext|>",),
+    backend: str = "auto",
+    progress: bool = True,
+    name: str = "trained",
+    min_frequency: int = 1,
+):
+    """Train a vocabulary of ``vocab_size`` tokens.
+
+    ``files_or_texts``: a text, a path (``pathlib.Path``; a UTF-8 file, streamed) or an iterable of both.
+    ``model="bpe"`` returns a byte-level BPE :class:`Tokenizer` (special tokens get the last ids);
+    ``"char"`` / ``"word"`` return a :class:`crayon.CharTokenizer` / :class:`crayon.WordTokenizer`.
+    ``backend``: "jit" / "auto" (the Numba trainer, both cores) or "reference" (pure Python, same merges).
+    """
+    if model not in MODELS:
+        raise ValueError(f"unknown model {model!r}; choose one of {', '.join(MODELS)}")
+    if model != "bpe":
+        from crayon.reference.char import CharTokenizer
+        from crayon.reference.word import WordTokenizer
+
+        tokenizer = (CharTokenizer if model == "char" else WordTokenizer)(
+            min_frequency=min_frequency, max_vocab_size=vocab_size
+        )
+        tokenizer.train(_texts(files_or_texts))
+        return tokenizer
+    if backend == "reference":
+        from crayon.reference.train import train_bpe
+
+        result = train_bpe(_texts(files_or_texts), vocab_size, pattern=pattern, special_tokens=special_tokens)
+    elif backend in ("jit", "auto"):
+        from crayon.jit.train import train_bpe_jit
+
+        result = train_bpe_jit(
+            files_or_texts, vocab_size, pattern=pattern, special_tokens=special_tokens, progress=progress
+        )
+    else:
+        raise ValueError(f"training runs on backend 'jit', 'auto' or 'reference', not {backend!r}")
+    return Tokenizer(
+        name, BytePairModel(result.ranks), pattern=result.pattern, special_tokens=result.special_tokens
+    )
