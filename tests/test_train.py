@@ -199,8 +199,10 @@ def test_corpus_file_chunks_pre_tokenize_exactly_as_the_whole_files(tmp_path):
         path = tmp_path / name
         path.write_text(text, encoding="utf-8")
         for pattern in PATTERNS:
-            chunks = list(iter_chunks(path, pattern, (), chunk_chars=rng.randint(500, 5_000)))
-            assert len(chunks) > 20 and "".join(chunks) == text
+            chunk_chars = rng.randint(500, 5_000)
+            chunks = list(iter_chunks(path, pattern, (), chunk_chars))
+            assert "".join(chunks) == text
+            assert max(map(len, chunks)) <= 2 * chunk_chars  # streaming: memory bounded by the chunk size
             assert spans(chunks, pattern, ()) == spans([text], pattern, ())
 
 

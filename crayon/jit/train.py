@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import itertools
 import multiprocessing
 import os
 import threading
@@ -58,12 +59,13 @@ def train_bpe_jit(
     """Train byte-level BPE; the same result as ``crayon.reference.train.train_bpe`` on the same texts.
 
     ``texts_or_files``: a ``str`` (one text), a path (``os.PathLike``, one UTF-8 file) or an iterable of
-    both; each item is a separate document. A file that is not valid UTF-8 raises ``ValueError`` naming it.
-    ``workers``: processes counting words (default: one per core). ``progress`` shows tqdm bars.
+    both; each item is a separate document. Files are read as UTF-8 with their line endings kept; one that
+    is not valid UTF-8 raises ``ValueError`` naming it. ``workers``: processes counting words (default:
+    ``available_cores()``). ``progress``: tqdm bars for the counting and merging phases (rate, ETA).
     """
     specials = check_settings(vocab_size, special_tokens)
     word_counts = count_words_parallel(
-        texts_or_files, pattern, specials, workers=workers or os.cpu_count() or 1, progress=progress
+        texts_or_files, pattern, specials, workers=workers or available_cores(), progress=progress
     )
     symbols, word_lengths, word_weights = word_arrays(word_counts)
     n_tokens = vocab_size - len(specials)
@@ -75,6 +77,11 @@ def train_bpe_jit(
 
 
 # ----------------------------------------------------------------------------------------------- word counts
+
+
+def available_cores() -> int:
+    """The number of cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def count_words_parallel(
@@ -96,7 +103,9 @@ def count_words_parallel(
         if bar is not None:
             bar.update(n_chars)
 
-    if workers == 1:
+    first_chunks = list(itertools.islice(chunks, 2))
+    chunks = itertools.chain(first_chunks, chunks)
+    if workers == 1 or len(first_chunks) < 2:  # one chunk: not worth starting processes
         for chunk in chunks:
             add(count_words(chunk, pattern, special_tokens), len(chunk))
     else:
@@ -193,7 +202,10 @@ def word_arrays(word_counts: dict[bytes, int]) -> tuple[np.ndarray, np.ndarray, 
 def _progress_bar(enabled: bool, description: str, **options):
     if not enabled:
         return None
-    from tqdm import tqdm
+    try:
+        from tqdm import tqdm
+    except ImportError as missing:
+        raise ImportError("progress=True needs tqdm (pip install tqdm)") from missing
 
     return tqdm(desc=description, **options)
 
