@@ -209,10 +209,9 @@ def test_inert_characters_are_left_alone(name, before, after):
 def test_unicode_tables_match_hf():
     """HF normalizes with Unicode 9.0 tables: check every character Python decomposes, reorders or calls a mark."""
     chars = [
-        chr(c)
-        for c in range(0x110000)
-        if not 0xD800 <= c < 0xE000
-        and (unicodedata.decomposition(chr(c)) or unicodedata.combining(chr(c)) or unicodedata.category(chr(c))[0] == "M")
+        char
+        for char in map(chr, range(0x110000))
+        if unicodedata.decomposition(char) or unicodedata.combining(char) or unicodedata.category(char)[0] == "M"
     ]
     for name in ("NFC", "NFD", "NFKC", "NFKD", "StripAccents"):
         hf, ours = NORMALIZERS[name]
@@ -349,7 +348,10 @@ REFUSED = {
     "end_of_word_suffix": (_set("model.end_of_word_suffix", "</w>"), "end_of_word_suffix"),
     "byte_fallback": (_set("model.byte_fallback", True), "byte_fallback"),
     "normalizer": (_set("normalizer", {"type": "BertNormalizer"}), "BertNormalizer"),
-    "nested normalizer": (_set("normalizer", {"type": "Sequence", "normalizers": [{"type": "Precompiled"}]}), "Precompiled"),
+    "nested normalizer": (
+        _set("normalizer", {"type": "Sequence", "normalizers": [{"type": "Precompiled"}]}),
+        "Precompiled",
+    ),
     "pre-tokenizer": (_set("pre_tokenizer", {"type": "Metaspace", "replacement": "▁"}), "Metaspace"),
     "no ByteLevel": (_set("pre_tokenizer", {"type": "Whitespace"}), "ByteLevel"),
     "ByteLevel twice": (_set("normalizer", {"type": "ByteLevel"}), "twice"),

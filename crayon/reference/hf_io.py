@@ -220,7 +220,9 @@ def _check_normalized_flags(specs_by_content: dict[str, dict], normalizer: Norma
     That is the same when the normalized tokens are made of characters the normalizer leaves alone (spaces
     under NFC, say) and no token of one kind overlaps a token of the other.
     """
-    normalized = [content for content, spec in specs_by_content.items() if spec.get("normalized", not spec.get("special"))]
+    normalized = [
+        content for content, spec in specs_by_content.items() if spec.get("normalized", not spec.get("special"))
+    ]
     for content in normalized:
         if normalizer is not None and not all(normalizer.is_inert(char) for char in content):
             raise UnsupportedComponentError(
@@ -318,17 +320,21 @@ def _pretokenizer_to_hf(pretokenizer) -> dict | None:
     if isinstance(pretokenizer, HFPreTokenizer):
         return pretokenizer.to_hf()
     if isinstance(pretokenizer, PatternSpanner):
-        findall = Split(python_regex_to_hf(pretokenizer.pattern), "removed", invert=True)  # keep the matches, drop the rest
+        # tiktoken's findall: keep the matches, drop the text between them
+        findall = Split(python_regex_to_hf(pretokenizer.pattern), "removed", invert=True)
         return PreTokenizerSequence([findall, ByteLevel(add_prefix_space=False, use_regex=False)]).to_hf()
     raise UnsupportedComponentError(f"pre-tokenizer {pretokenizer!r} has no HF form")
 
 
 def merges_from_ranks(ranks: dict[bytes, int]) -> list[tuple[bytes, bytes]]:
-    """HF merges that make merge-rank BPE over ``ranks`` (tiktoken's) produce the same tokens.
+    """HF merges under which HF's BPE makes the tokens tiktoken's merge-rank BPE over ``ranks`` makes.
 
-    Each token of two or more bytes gets one merge, placed in rank order: the two parts tiktoken's own
-    algorithm reaches when it encodes the token's bytes with only the lower ranks. Raises ``ValueError`` if
-    some token is not reached that way (the ranks are then not a BPE merge order).
+    tiktoken merges, again and again, the adjacent pair whose concatenation has the lowest rank; HF merges the
+    pair listed first. Each token of two or more bytes gets one merge, listed in rank order: the two parts
+    tiktoken's own algorithm reaches when it encodes the token's bytes with only the lower ranks. When tiktoken
+    forms that token inside longer text, its bytes have gone through those same lower-ranked merges, so it
+    forms it from the same two parts (checked for cl100k_base and o200k_base on every corpus file). Raises
+    ``ValueError`` if a token is not reached that way: the ranks are then not a BPE merge order.
     """
     merges = []
     for token, rank in sorted(ranks.items(), key=lambda item: item[1]):

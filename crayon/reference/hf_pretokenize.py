@@ -520,7 +520,7 @@ def pattern_from_hf(pattern: dict, component: str) -> tuple[str, bool]:
         ((kind, value),) = pattern.items()
         if kind in ("Regex", "String"):
             return value, kind == "Regex"
-    raise UnsupportedComponentError(f"{component} pattern {pattern!r} is neither {{'Regex': ...}} nor {{'String': ...}}")
+    raise UnsupportedComponentError(f"{component} pattern {pattern!r} is not {{'Regex': ...}} or {{'String': ...}}")
 
 
 def _split_from_hf(spec: dict) -> Split:
@@ -569,7 +569,6 @@ class HFPreTokenizer:
         if input_is_byte_chars and step is not None and step.maps_to_byte_chars:
             raise UnsupportedComponentError("ByteLevel is applied twice (normalizer and pre-tokenizer)")
         self.step = step
-        self.input_is_byte_chars = input_is_byte_chars
         self.output_is_byte_chars = input_is_byte_chars or (step is not None and step.maps_to_byte_chars)
 
     def __call__(self, text: str) -> list[str]:

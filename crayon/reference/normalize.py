@@ -183,7 +183,8 @@ class Replace(Normalizer):
         )
 
     def to_hf(self) -> dict:
-        return {"type": "Replace", "pattern": {"Regex" if self.is_regex else "String": self.pattern}, "content": self.content}
+        pattern = {"Regex" if self.is_regex else "String": self.pattern}
+        return {"type": "Replace", "pattern": pattern, "content": self.content}
 
 
 class Prepend(Normalizer):
