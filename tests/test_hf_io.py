@@ -106,7 +106,7 @@ EXTRA_ADDED = {"neox_nfc_whitespace_tokens": [AddedToken(" " * n, normalized=Tru
 
 @pytest.fixture(scope="module")
 def training_text():
-    text = corpus_text("big.txt", 150_000) + corpus_text("multilingual.txt", 50_000)
+    text = corpus_text("big.txt", 100_000) + corpus_text("multilingual.txt", 40_000)
     return [text[i : i + 2000] for i in range(0, len(text), 2000)]
 
 
@@ -118,7 +118,7 @@ def train_hf(training_text, pre_tokenizer, normalizer=None, ignore_merges=False,
         hf.normalizer = normalizer
     hf.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=700, initial_alphabet=hf_pre.ByteLevel.alphabet(), special_tokens=SPECIALS, show_progress=False
+        vocab_size=600, initial_alphabet=hf_pre.ByteLevel.alphabet(), special_tokens=SPECIALS, show_progress=False
     )
     hf.train_from_iterator(training_text, trainer)
     # Without a normalizer a plain added token may keep HF's default normalized=true; with one it must not.
