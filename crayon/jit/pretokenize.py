@@ -123,12 +123,17 @@ def unicode_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return block_index, block_classes, class_properties
 
 
+# Kernel conventions. The kernels below only read arrays that their caller keeps alive, so they are compiled
+# without Numba's reference counting (``_nrt=False``): its atomic counts, which Numba fails to prune around
+# loops, cost more than the scanning itself. The per-pattern span functions are inlined into the single loop
+# that calls them, where LLVM inlines their small helpers.
+
+
 @njit(cache=True, _nrt=False)
-def _decode(data, pos, stop):
-    """(code point, byte length) of the UTF-8 sequence at data[pos] (pos < stop); length 0 if it is invalid."""
+def _decode_multibyte(data, pos, stop):
+    """(code point, byte length) of the UTF-8 sequence at data[pos] whose lead byte is not ASCII; length 0
+    if it is invalid (by the strict rules of Python's decoder) or cut by stop."""
     lead = np.int64(data[pos])
-    if lead < 0x80:
-        return lead, 1
     if 0xC2 <= lead <= 0xDF:
         length, low, high = 2, 0x80, 0xBF
     elif 0xE0 <= lead <= 0xEF:
@@ -172,13 +177,14 @@ def classify_characters(data, start, stop, tables, classes):
             classes[pos] = block_classes[ascii_classes + lead]
             pos += 1
             continue
-        code_point, length = _decode(data, pos, stop)
+        code_point, length = _decode_multibyte(data, pos, stop)
         if length == 0:
             classes[pos] = OTHER_CLASS
             pos += 1
             continue
         block = np.int64(block_index[code_point >> BLOCK_SHIFT])
-        entry = block_classes[(block << BLOCK_SHIFT) | (code_point & (BLOCK_SIZE - 1))] | ((length - 1) << LENGTH_SHIFT)
+        class_id = block_classes[(block << BLOCK_SHIFT) | (code_point & (BLOCK_SIZE - 1))]
+        entry = class_id | ((length - 1) << LENGTH_SHIFT)
         classes[pos] = entry
         for inside in range(pos + 1, pos + length):
             classes[inside] = entry | CONTINUATION
@@ -362,7 +368,8 @@ def _o200k_span_end(classes, start, stop, class_properties):
     """The seven alternatives of o200k_base (see crayon.patterns.O200K_BASE)."""
     first, length = _char_at(classes, start, stop, class_properties)
     if first & LETTER:
-        return _o200k_suffix_end(classes, _o200k_word_end(classes, start, stop, class_properties, True), stop, class_properties)
+        end = _o200k_word_end(classes, start, stop, class_properties, True)
+        return _o200k_suffix_end(classes, end, stop, class_properties)
     if first & NUMBER:
         return _skip_numbers(classes, start, stop, class_properties)
     if not first & NEWLINE:  # first is [^\r\n\p{L}\p{N}], the optional prefix of a word
@@ -388,18 +395,6 @@ def _o200k_span_end(classes, start, stop, class_properties):
     return _skip_with(classes, end, stop, class_properties, NEWLINE | SLASH)
 
 
-@njit(cache=True, _nrt=False)
-def _fill_with(span_end, classes, start, stop, class_properties, ends):
-    """fill_span_ends for one pattern's span_end function (compiled once per pattern)."""
-    count = 0
-    pos = start
-    while pos < stop and count < ends.shape[0]:
-        pos = span_end(classes, pos, stop, class_properties)
-        ends[count] = pos
-        count += 1
-    return count
-
-
 @njit(cache=True, nogil=True, _nrt=False)
 def fill_span_ends(classes, start, stop, pattern_id, tables, ends):
     """Second pass: write the end offsets of the first spans of the text [start, stop) into ``ends`` until it
@@ -407,14 +402,21 @@ def fill_span_ends(classes, start, stop, pattern_id, tables, ends):
     ``classes[start:stop]`` must come from ``classify_characters`` over the same stop."""
     if start < 0 or stop > classes.shape[0] or start > stop:
         raise ValueError("span range outside the classes array")
+    if pattern_id != R50K and pattern_id != CL100K and pattern_id != O200K:
+        raise ValueError("unknown pre-tokenizer pattern id")
     class_properties = tables[2]
-    if pattern_id == R50K:
-        return _fill_with(_r50k_span_end, classes, start, stop, class_properties, ends)
-    if pattern_id == CL100K:
-        return _fill_with(_cl100k_span_end, classes, start, stop, class_properties, ends)
-    if pattern_id == O200K:
-        return _fill_with(_o200k_span_end, classes, start, stop, class_properties, ends)
-    raise ValueError("unknown pre-tokenizer pattern id")
+    count = 0
+    pos = start
+    while pos < stop and count < ends.shape[0]:
+        if pattern_id == R50K:
+            pos = _r50k_span_end(classes, pos, stop, class_properties)
+        elif pattern_id == CL100K:
+            pos = _cl100k_span_end(classes, pos, stop, class_properties)
+        else:
+            pos = _o200k_span_end(classes, pos, stop, class_properties)
+        ends[count] = pos
+        count += 1
+    return count
 
 
 @njit(cache=True, nogil=True)
