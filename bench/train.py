@@ -38,6 +38,12 @@ def corpus_files() -> list[Path]:
     return files
 
 
+def cpu_seconds() -> float:
+    """CPU time (user + system) used so far by this process, its threads and its finished children."""
+    usages = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    return sum(usage.ru_utime + usage.ru_stime for usage in usages)
+
+
 def peak_rss_megabytes() -> float:
     """Peak resident memory of this process and its finished children (crayon's counting workers)."""
     return sum(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024
@@ -50,8 +56,10 @@ def run_crayon(files: list[Path], vocab_size: int) -> dict:
     train_bpe_jit(["warm up"], 300)  # loads (or compiles and caches) the kernels
     load_seconds = time.perf_counter() - began
     began = time.perf_counter()
+    cpu_before = cpu_seconds()
     result = train_bpe_jit(files, vocab_size, special_tokens=[SPECIAL])
     seconds = time.perf_counter() - began
+    cpu = cpu_seconds() - cpu_before
     peak_rss_mb = peak_rss_megabytes()
 
     began = time.perf_counter()
@@ -65,6 +73,7 @@ def run_crayon(files: list[Path], vocab_size: int) -> dict:
     n_tokens = sum(map(len, encoding.encode_ordinary_batch(texts)))
     return {
         "seconds": seconds,
+        "cpu_seconds": cpu,
         "peak_rss_mb": peak_rss_mb,
         "count_seconds": count_seconds,
         "kernel_load_seconds": load_seconds,
@@ -92,12 +101,20 @@ def run_hf(files: list[Path], vocab_size: int) -> dict:
         special_tokens=[SPECIAL],
     )
     began = time.perf_counter()
+    cpu_before = cpu_seconds()
     tokenizer.train([str(path) for path in files], trainer)
     seconds = time.perf_counter() - began
+    cpu = cpu_seconds() - cpu_before
     peak_rss_mb = peak_rss_megabytes()
     texts = [path.read_text(encoding="utf-8") for path in files]
     n_tokens = sum(len(encoded.ids) for encoded in tokenizer.encode_batch(texts, add_special_tokens=False))
-    return {"seconds": seconds, "peak_rss_mb": peak_rss_mb, "vocab": tokenizer.get_vocab_size(), "tokens": n_tokens}
+    return {
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "peak_rss_mb": peak_rss_mb,
+        "vocab": tokenizer.get_vocab_size(),
+        "tokens": n_tokens,
+    }
 
 
 TRAINERS = {"crayon jit": run_crayon, "HF tokenizers": run_hf}
@@ -134,7 +151,8 @@ def main() -> None:
 
     rows = []
     print(f"{len(files)} files, {corpus_bytes / 1e6:.1f} MB, vocab {args.vocab_size}, {os.cpu_count()} cores")
-    print(f"{'trainer':<14} {'median s':>9} {'min s':>7} {'MB/s':>6} {'peak RSS MB':>12} {'vocab':>6} {'bytes/token':>12}")
+    print(f"{'trainer':<14} {'median s':>9} {'min s':>7} {'CPU s':>6} {'MB/s':>6} {'peak RSS MB':>12} {'vocab':>6} "
+          f"{'bytes/token':>12}")
     for trainer, trainer_runs in runs.items():
         seconds = [run["seconds"] for run in trainer_runs]
         row = {
@@ -142,6 +160,7 @@ def main() -> None:
             "median_seconds": statistics.median(seconds),
             "min_seconds": min(seconds),
             "runs": trainer_runs,
+            "median_cpu_seconds": statistics.median(run["cpu_seconds"] for run in trainer_runs),
             "mb_per_s": corpus_bytes / 1e6 / statistics.median(seconds),
             "peak_rss_mb": max(run["peak_rss_mb"] for run in trainer_runs),
             "vocab": trainer_runs[0]["vocab"],
@@ -149,7 +168,8 @@ def main() -> None:
         }
         rows.append(row)
         print(
-            f"{trainer:<14} {row['median_seconds']:9.2f} {row['min_seconds']:7.2f} {row['mb_per_s']:6.2f} "
+            f"{trainer:<14} {row['median_seconds']:9.2f} {row['min_seconds']:7.2f} {row['median_cpu_seconds']:6.1f} "
+            f"{row['mb_per_s']:6.2f} "
             f"{row['peak_rss_mb']:12.0f} {row['vocab']:6d} {row['bytes_per_token']:12.3f}"
         )
     ratio = rows[0]["median_seconds"] / rows[1]["median_seconds"]

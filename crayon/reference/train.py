@@ -72,18 +72,30 @@ def encode_word(word: str) -> bytes:
 
 def count_words(texts: str | Iterable[str], pattern: str, special_tokens: Sequence[str] = ()) -> Counter[bytes]:
     """Count the words (pre-tokenized spans, as UTF-8 bytes) of ``texts``; a lone str is one text."""
+    return words_of_spans(count_spans(texts, pattern, special_tokens, Counter()))
+
+
+def count_spans(
+    texts: str | Iterable[str], pattern: str, special_tokens: Sequence[str], span_counts: Counter[str]
+) -> Counter[str]:
+    """Add the pre-tokenized spans of ``texts`` to ``span_counts`` and return it."""
     span_regex = compile_pattern(pattern)
-    span_counts: Counter[str] = Counter()
     for text in [texts] if isinstance(texts, str) else texts:
         if not isinstance(text, str):
             raise TypeError(f"training texts must be str, got {type(text).__name__}")
         for piece, is_special in split_specials(text, special_tokens):
             if not is_special:
                 span_counts.update(span_regex.findall(piece))
-    word_counts: Counter[bytes] = Counter()
-    for span, count in span_counts.items():
-        word_counts[encode_word(span)] += count
-    return word_counts
+    return span_counts
+
+
+def words_of_spans(span_counts: Counter[str]) -> Counter[bytes]:
+    """The span counts keyed by UTF-8 bytes; a lone surrogate is refused with ValueError."""
+    try:
+        words = list(map(str.encode, span_counts))  # distinct strings have distinct UTF-8 encodings
+    except UnicodeEncodeError:
+        words = [encode_word(span) for span in span_counts]  # raises, naming the span
+    return Counter(dict(zip(words, span_counts.values())))
 
 
 class Vocabulary:
