@@ -68,16 +68,7 @@ def tokenizer_from_hf(config: dict, *, name: str = "tokenizer", backend: str = "
     _check_post_processor(config.get("post_processor"))
     _check_decoder(config.get("decoder"))
 
-    normalizer = None if config.get("normalizer") is None else normalizer_from_hf(config["normalizer"])
-    pre_tokenizer_spec = config.get("pre_tokenizer")
-    pretokenizer = HFPreTokenizer(
-        None if pre_tokenizer_spec is None else step_from_hf(pre_tokenizer_spec),
-        input_is_byte_chars=normalizer is not None and normalizer.maps_to_byte_chars,
-    )
-    if not pretokenizer.output_is_byte_chars:
-        raise UnsupportedComponentError(
-            "BPE over characters: no ByteLevel pre-tokenizer or normalizer maps the text to bytes"
-        )
+    normalizer, pretokenizer = pipeline_from_hf(config)
 
     model_spec = config.get("model") or {}
     vocab = _check_bpe_model(model_spec)
@@ -96,6 +87,29 @@ def tokenizer_from_hf(config: dict, *, name: str = "tokenizer", backend: str = "
         added_tokens=added_tokens,
         backend=backend,
     )
+
+
+def pipeline_from_hf(config: dict) -> tuple[Normalizer | None, HFPreTokenizer]:
+    """The normalizer and pre-tokenizer of a ``tokenizer.json`` object (its "normalizer", "pre_tokenizer")."""
+    normalizer = None if config.get("normalizer") is None else normalizer_from_hf(config["normalizer"])
+    pre_tokenizer_spec = config.get("pre_tokenizer")
+    pretokenizer = HFPreTokenizer(
+        None if pre_tokenizer_spec is None else step_from_hf(pre_tokenizer_spec),
+        input_is_byte_chars=normalizer is not None and normalizer.maps_to_byte_chars,
+    )
+    if not pretokenizer.output_is_byte_chars:
+        raise UnsupportedComponentError(
+            "BPE over characters: no ByteLevel pre-tokenizer or normalizer maps the text to bytes"
+        )
+    return normalizer, pretokenizer
+
+
+def pipeline_to_hf(tokenizer: Tokenizer) -> dict:
+    """The "normalizer" and "pre_tokenizer" entries of a Tokenizer's ``tokenizer.json`` object."""
+    return {
+        "normalizer": _normalizer_to_hf(tokenizer.normalizer),
+        "pre_tokenizer": _pretokenizer_to_hf(tokenizer.pretokenizer),
+    }
 
 
 # --- checks ------------------------------------------------------------------------------------------------
@@ -277,8 +291,7 @@ def tokenizer_to_hf(tokenizer: Tokenizer) -> dict:
         "truncation": None,
         "padding": None,
         "added_tokens": added_tokens,
-        "normalizer": _normalizer_to_hf(tokenizer.normalizer),
-        "pre_tokenizer": _pretokenizer_to_hf(tokenizer.pretokenizer),
+        **pipeline_to_hf(tokenizer),
         "post_processor": None,
         "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
         "model": {
