@@ -1,0 +1,92 @@
+"""The piece cache as numpy arrays and Numba kernels: the jit twin of ``crayon.reference.cache`` (read that first).
+
+A cache is a uint64 array of ``2 * n_buckets`` rows of 8 words, one 64-byte cache line per slot:
+``[bytes 0-7, bytes 8-15, length | count << 8, tokens 0-1, tokens 2-3, tokens 4-5, tokens 6-7, unused]``
+(two uint32 tokens a word, the first in the low half); a zero length word is an empty slot. Each thread uses
+its own cache. The slots hold the same entries as the reference's after the same lookups and inserts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from crayon.reference.cache import DEFAULT_BUCKETS, MAX_PIECE_BYTES, MAX_PIECE_TOKENS, MIN_PIECE_BYTES
+
+ROW_WORDS = 8
+_MULTIPLIER_LOW = np.uint64(0x9E3779B97F4A7C15)
+_MULTIPLIER_HIGH = np.uint64(0xC2B2AE3D27D4EB4F)
+_U8 = np.uint64(8)
+_U32 = np.uint64(32)
+_LOW32 = np.uint64(0xFFFFFFFF)
+
+
+def new_piece_cache(n_buckets: int = DEFAULT_BUCKETS) -> np.ndarray:
+    """An empty cache of ``n_buckets`` buckets (a power of two) of two slots."""
+    if n_buckets < 1 or n_buckets & (n_buckets - 1):
+        raise ValueError(f"n_buckets must be a power of two, not {n_buckets}")
+    return np.zeros((2 * n_buckets, ROW_WORDS), np.uint64)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def piece_key(data, start, end):
+    """data[start:end] (at most 16 bytes) as two little-endian words."""
+    low = np.uint64(0)
+    high = np.uint64(0)
+    for i in range(min(end, start + 8) - 1, start - 1, -1):
+        low = (low << _U8) | np.uint64(data[i])
+    for i in range(end - 1, start + 7, -1):
+        high = (high << _U8) | np.uint64(data[i])
+    return low, high
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def piece_row(low, high, length, n_rows):
+    """The first row of the span's bucket."""
+    mixed = (low * _MULTIPLIER_LOW) ^ (high * _MULTIPLIER_HIGH) ^ np.uint64(length)
+    mixed = mixed * _MULTIPLIER_LOW
+    return 2 * np.int64((mixed >> _U32) & np.uint64((n_rows >> 1) - 1))
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def cache_lookup(cache, low, high, length, row, out, n):
+    """Copy the cached tokens of the span to out[n:] and return the new n, or -1 on a miss."""
+    for slot in range(row, row + 2):
+        meta = cache[slot, 2]
+        if cache[slot, 0] == low and cache[slot, 1] == high and (meta & np.uint64(0xFF)) == np.uint64(length):
+            count = np.int64(meta >> _U8)
+            if count > MAX_PIECE_TOKENS:
+                return -1
+            for i in range(count):
+                out[n + i] = (cache[slot, 3 + (i >> 1)] >> np.uint64(32 * (i & 1))) & _LOW32
+            return n + count
+    return -1
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def cache_store(cache, low, high, length, row, tokens, first, count):
+    """Insert the span's tokens[first:first + count] into the first slot of its bucket (count <= 8)."""
+    for word in range(ROW_WORDS):
+        cache[row + 1, word] = cache[row, word]
+    cache[row, 0] = low
+    cache[row, 1] = high
+    cache[row, 2] = np.uint64(length) | (np.uint64(count) << _U8)
+    for word in range(4):
+        cache[row, 3 + word] = 0
+    for i in range(count):
+        cache[row, 3 + (i >> 1)] |= (np.uint64(tokens[first + i]) & _LOW32) << np.uint64(32 * (i & 1))
+
+
+@njit(cache=True)
+def cached_get(cache, data, start, end, out, n):
+    """Lookup of data[start:end] (a cacheable length): the new n, or -1 on a miss."""
+    low, high = piece_key(data, start, end)
+    return cache_lookup(cache, low, high, end - start, piece_row(low, high, end - start, cache.shape[0]), out, n)
+
+
+@njit(cache=True)
+def cached_put(cache, data, start, end, tokens, first, count):
+    """Insert data[start:end] -> tokens[first:first + count] if cacheable."""
+    if MIN_PIECE_BYTES <= end - start <= MAX_PIECE_BYTES and count <= MAX_PIECE_TOKENS:
+        low, high = piece_key(data, start, end)
+        cache_store(cache, low, high, end - start, piece_row(low, high, end - start, cache.shape[0]), tokens, first, count)
