@@ -19,7 +19,10 @@ tiktoken = pytest.importorskip("tiktoken")
 
 PATTERNS = ["cl100k_base", "o200k_base", "r50k_base"]
 # Few distinct characters make many repeated pairs (so many merges and ties), plus the places patterns differ.
-FRAGMENTS = ["a", "b", "ab", "aa", " ", "  ", "\n", "\n\n", "\r\n", " \n", "'s", "1", "23", "é", "中", "😀", "!", "/", "X", "<|eot|>"]
+FRAGMENTS = [
+    "a", "b", "ab", "aa", " ", "  ", "\n", "\n\n", "\r\n", " \n", "'s", "1", "23", "é", "中", "😀", "!", "/", "X",
+    "<|eot|>",
+]
 corpus_texts = st.lists(st.lists(st.sampled_from(FRAGMENTS), max_size=40).map("".join), min_size=1, max_size=4)
 unicode_texts = st.lists(tokenizer_text, min_size=1, max_size=3)
 
@@ -111,9 +114,13 @@ def test_jit_reads_files_and_refuses_non_utf8_files(tmp_path):
     path.write_text(text, encoding="utf-8")
     assert train_bpe_jit(path, 600, workers=1) == train_bpe([text], 600)
     bad = tmp_path / "latin1.txt"
-    bad.write_bytes("caf\u00e9 ol\u00e9\n".encode("latin-1"))
-    with pytest.raises(ValueError, match="latin1.txt is not UTF-8"):
+    bad.write_bytes(b"x" * 10_000 + "caf\u00e9 ol\u00e9\n".encode("latin-1"))
+    with pytest.raises(ValueError, match="latin1.txt is not UTF-8 text: invalid continuation byte at byte 10003"):
         train_bpe_jit([bad], 300, workers=1)
+    truncated = tmp_path / "truncated.txt"
+    truncated.write_bytes("ok \u00e9".encode()[:-1])
+    with pytest.raises(ValueError, match="truncated.txt is not UTF-8 text: unexpected end of data at byte 3"):
+        train_bpe_jit([truncated], 300, workers=1)
 
 
 # ---------------------------------------------------------------------------------- naive == fast == jit
@@ -143,7 +150,8 @@ def test_trainers_agree_on_a_corpus_slice():
 
 
 def test_reference_and_jit_agree_on_1mb_with_tiktoken():
-    texts = [corpus_text(name, 200_000) for name in ("big.txt", "multilingual.txt", "python_code.py", "enwik8_head.xml", "english_web.txt")]
+    names = ["big.txt", "multilingual.txt", "python_code.py", "enwik8_head.xml", "english_web.txt"]
+    texts = [corpus_text(name, 200_000) for name in names]
     assert sum(map(len, texts)) >= 1_000_000
     result = train_bpe(texts, 256 + 1500, special_tokens=["<|endoftext|>"])
     assert train_bpe_jit(texts, 256 + 1500, special_tokens=["<|endoftext|>"], workers=2) == result
@@ -174,8 +182,8 @@ def spans(texts, pattern, special_tokens):
 
 
 CUT_FRAGMENTS = [
-    "a", "Bc", "é", "ǅ", "A\u0301", "中", "1", "'s", "'l", "'ve", "x'", "!", "/", " a", " ", "  ", "\t", "\n", "\r\n",
-    "\n\n", "\u00a0", "\x0b", "\x1c", "\x85", "\u2028", "<x\ny>",
+    "a", "Bc", "é", "ǅ", "A\u0301", "中", "1", "'s", "'l", "'ve", "x'", "!", "/", " a", " ", "  ", "\t", "\n",
+    "\r\n", "\n\n", "\u00a0", "\x0b", "\x1c", "\x85", "\u2028", "<x\ny>",
 ]
 
 
@@ -185,9 +193,9 @@ CUT_FRAGMENTS = [
     st.integers(1, 12),
     st.sampled_from(PATTERNS),
 )
-def test_chunks_pre_tokenize_exactly_as_the_whole_text(text, chunk_chars, pattern):
+def test_chunks_pre_tokenize_exactly_as_the_whole_text(text, chunk_size, pattern):
     specials = ["<x\ny>", "Bc\n", "a "]
-    chunks = list(iter_chunks([text], pattern, specials, chunk_chars))
+    chunks = list(iter_chunks([text], pattern, specials, chunk_size))
     assert "".join(chunks) == text
     assert spans(chunks, pattern, specials) == spans([text], pattern, specials)
 
@@ -199,13 +207,13 @@ def test_corpus_file_chunks_pre_tokenize_exactly_as_the_whole_files(tmp_path):
         path = tmp_path / name
         path.write_text(text, encoding="utf-8")
         for pattern in PATTERNS:
-            chunk_chars = rng.randint(500, 5_000)
-            chunks = list(iter_chunks(path, pattern, (), chunk_chars))
+            chunk_size = rng.randint(500, 5_000)
+            chunks = list(iter_chunks(path, pattern, (), chunk_size))
             assert "".join(chunks) == text
-            assert max(map(len, chunks)) <= 2 * chunk_chars  # streaming: memory bounded by the chunk size
+            assert max(map(len, chunks)) <= 2 * chunk_size  # streaming: memory bounded by the chunk size
             assert spans(chunks, pattern, ()) == spans([text], pattern, ())
 
 
 def test_custom_patterns_are_not_cut():
     text = "ab\ncd\nef " * 1000
-    assert list(iter_chunks([text], r"[^\n]+\n[a-z]|.", (), chunk_chars=10)) == [text]
+    assert list(iter_chunks([text], r"[^\n]+\n[a-z]|.", (), chunk_size=10)) == [text]

@@ -11,12 +11,12 @@ where no such proof exists, each text or file is pre-tokenized whole.
 
 from __future__ import annotations
 
+import codecs
 import collections
 import concurrent.futures
 import itertools
 import multiprocessing
 import os
-import threading
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
@@ -25,9 +25,17 @@ import regex
 from numba import njit
 
 from crayon.patterns import pattern_name, resolve_pattern
-from crayon.reference.train import N_BYTES, TrainResult, Vocabulary, check_settings, count_words
+from crayon.reference.train import (
+    N_BYTES,
+    TrainResult,
+    Vocabulary,
+    check_settings,
+    count_spans,
+    count_words,
+    words_of_spans,
+)
 
-CHUNK_CHARS = 1 << 20
+CHUNK_SIZE = 1 << 20
 
 # A cut at q between a letter text[q-1] and a whitespace character text[q] leaves the spans of the r50k,
 # cl100k and o200k patterns unchanged (regex.findall(text) == findall(text[:q]) + findall(text[q:])):
@@ -90,35 +98,37 @@ def count_words_parallel(
     special_tokens: Sequence[str],
     *,
     workers: int,
-    chunk_chars: int = CHUNK_CHARS,
+    chunk_size: int = CHUNK_SIZE,
     progress: bool = False,
 ) -> collections.Counter[bytes]:
     """``crayon.reference.train.count_words`` over streamed chunks, counted by ``workers`` processes."""
-    chunks = iter_chunks(texts_or_files, pattern, special_tokens, chunk_chars)
     bar = _progress_bar(progress, "counting words", unit="char", unit_scale=True)
-    total: collections.Counter[bytes] = collections.Counter()
 
-    def add(chunk_counts: collections.Counter[bytes], n_chars: int) -> None:
-        total.update(chunk_counts)
-        if bar is not None:
-            bar.update(n_chars)
-
-    first_chunks = list(itertools.islice(chunks, 2))
-    chunks = itertools.chain(first_chunks, chunks)
-    if workers == 1 or len(first_chunks) < 2:  # one chunk: not worth starting processes
+    def counted(chunks: Iterable[str]) -> Iterator[str]:
         for chunk in chunks:
-            add(count_words(chunk, pattern, special_tokens), len(chunk))
+            yield chunk
+            if bar is not None:
+                bar.update(len(chunk))
+
+    chunks = iter_chunks(texts_or_files, pattern, special_tokens, chunk_size)
+    first_chunks = list(itertools.islice(chunks, 2))
+    chunks = counted(itertools.chain(first_chunks, chunks))
+    if workers == 1 or len(first_chunks) < 2:  # one chunk: not worth starting processes
+        span_counts: collections.Counter[str] = collections.Counter()
+        for chunk in chunks:
+            count_spans(chunk, pattern, special_tokens, span_counts)
+        total = words_of_spans(span_counts)
     else:
+        total = collections.Counter()
         context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
         with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
             pending: collections.deque = collections.deque()
             for chunk in chunks:  # at most two chunks per worker in flight: memory stays bounded
-                pending.append((pool.submit(count_words, chunk, pattern, special_tokens), len(chunk)))
+                pending.append(pool.submit(count_words, chunk, pattern, special_tokens))
                 if len(pending) >= 2 * workers:
-                    future, n_chars = pending.popleft()
-                    add(future.result(), n_chars)
-            for future, n_chars in pending:
-                add(future.result(), n_chars)
+                    total.update(pending.popleft().result())
+            for future in pending:
+                total.update(future.result())
     if bar is not None:
         bar.close()
     return total
@@ -128,18 +138,22 @@ def iter_chunks(
     texts_or_files: str | os.PathLike | Iterable[str | os.PathLike],
     pattern: str,
     special_tokens: Sequence[str],
-    chunk_chars: int = CHUNK_CHARS,
+    chunk_size: int = CHUNK_SIZE,
 ) -> Iterator[str]:
-    """Yield text chunks whose word counts sum to those of the documents (each a text or a file)."""
+    """Yield text chunks whose spans are those of the documents (each a text or a file), in order.
+
+    Texts are sliced, files read, in pieces of ``chunk_size`` characters (bytes for files); a chunk ends at
+    the last ``SAFE_CUT`` of a piece, so it is at most about two pieces long where cuts are frequent."""
     cuttable = pattern_name(resolve_pattern(pattern)) is not None
     sources = [texts_or_files] if isinstance(texts_or_files, (str, os.PathLike)) else texts_or_files
     for source in sources:
         if isinstance(source, str):
-            pieces: Iterable[str] = (source[i : i + chunk_chars] for i in range(0, len(source), chunk_chars))
+            pieces: Iterable[str] = (source[i : i + chunk_size] for i in range(0, len(source), chunk_size))
         elif isinstance(source, os.PathLike):
-            pieces = _read_pieces(Path(source), chunk_chars)
+            pieces = _read_pieces(Path(source), chunk_size)
         else:
-            raise TypeError(f"training input must be str (a text) or os.PathLike (a file), got {type(source).__name__}")
+            kind = type(source).__name__
+            raise TypeError(f"training input must be str (a text) or os.PathLike (a file), got {kind}")
         if cuttable:
             yield from _cut_document(pieces, special_tokens)
         else:
@@ -148,16 +162,26 @@ def iter_chunks(
                 yield document
 
 
-def _read_pieces(path: Path, chunk_chars: int) -> Iterator[str]:
-    with open(path, encoding="utf-8", newline="") as file:
-        while True:
-            try:
-                piece = file.read(chunk_chars)
-            except UnicodeDecodeError as error:
-                raise ValueError(f"{path} is not UTF-8 text: {error}") from error
-            if not piece:
-                return
-            yield piece
+def _read_pieces(path: Path, chunk_bytes: int) -> Iterator[str]:
+    """The text of a UTF-8 file, line endings kept, in pieces of about ``chunk_bytes``."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = 0  # bytes of the file before the decoder's input
+
+    def decode(block: bytes, final: bool = False) -> str:
+        nonlocal offset
+        pending, _ = decoder.getstate()  # the start of a character split between two blocks
+        try:
+            text = decoder.decode(block, final)
+        except UnicodeDecodeError as error:
+            position = offset - len(pending) + error.start
+            raise ValueError(f"{path} is not UTF-8 text: {error.reason} at byte {position}") from None
+        offset += len(block)
+        return text
+
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(chunk_bytes), b""):
+            yield decode(block)
+    decode(b"", final=True)
 
 
 def _cut_document(pieces: Iterable[str], special_tokens: Sequence[str]) -> Iterator[str]:
@@ -221,19 +245,17 @@ def _run_merges(symbols, word_lengths, word_weights, n_tokens: int, progress: bo
     bar = _progress_bar(True, "merging", total=n_tokens - N_BYTES, unit="token")
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         future = pool.submit(learn_merges, symbols, word_lengths, word_weights, n_tokens, progress_cell)
-        done = threading.Event()
-        future.add_done_callback(lambda _: done.set())
-        while not done.wait(0.2):
-            bar.update(max(0, int(progress_cell[0]) - N_BYTES) - bar.n)
+        while concurrent.futures.wait([future], timeout=0.2).not_done:
+            bar.update(int(progress_cell[0]) - N_BYTES - bar.n)
         merges = future.result()
-    bar.update(max(0, int(progress_cell[0]) - N_BYTES) - bar.n)
+    bar.update(int(progress_cell[0]) - N_BYTES - bar.n)
     bar.close()
     return merges
 
 
 @njit(cache=True)
 def _grown(array, needed):
-    """``array`` itself if it has ``needed`` rows, else a copy with the rows doubled until it has."""
+    """``array`` itself if it has ``needed`` rows, else a copy with its (non-zero) rows doubled until it has."""
     while array.shape[0] < needed:
         array = np.concatenate((array, array))
     return array
