@@ -1,0 +1,135 @@
+"""Greedy longest match: reference and jit give identical ids; byte fallback makes every round trip lossless."""
+
+import functools
+
+import numpy as np
+import pytest
+from conftest import CORPUS_FILES, corpus_text, mergeable_ranks
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from crayon.errors import UnknownTokenError
+from crayon.jit import longest as jit_longest
+from crayon.jit.dat import compile_dat
+from crayon.reference import longest as ref_longest
+from crayon.reference.pretokenize import split
+
+FIRST_RESERVED = 100277  # cl100k's n_vocab: above every ordinary and special id
+
+
+@functools.lru_cache(maxsize=None)
+def vocabulary(kind: str) -> dict[int, bytes]:
+    """"full": all of cl100k. "sparse": every 3rd multi-byte cl100k token, no single bytes, so fallback fires."""
+    ranks = mergeable_ranks("cl100k_base")
+    if kind == "sparse":
+        return {rank: token for token, rank in ranks.items() if len(token) > 1 and rank % 3 == 0}
+    return {rank: token for token, rank in ranks.items()}
+
+
+@functools.lru_cache(maxsize=None)
+def model(kind: str):
+    tokens = vocabulary(kind)
+    dat = compile_dat(list(tokens.values()), list(tokens))
+    return dat, ref_longest.byte_fallback_ids(*dat, FIRST_RESERVED)
+
+
+def span_ends(text: str) -> list[int]:
+    """Byte offsets where cl100k's pre-tokenizer spans end."""
+    ends, position = [], 0
+    for span in split(text, "cl100k_base"):
+        position += len(span.encode("utf-8"))
+        ends.append(position)
+    return ends
+
+
+def encode_both(data: bytes, ends: list[int], kind: str) -> list[int]:
+    """Reference ids, after checking that jit (with and without the ASCII fast path) gives the same."""
+    dat, fallback = model(kind)
+    expected = ref_longest.encode_spans(data, ends, *dat, fallback)
+    for fast in (False, True):
+        ids = jit_longest.encode_spans(np.frombuffer(data, np.uint8), np.array(ends, np.int64), *dat, fallback, ascii_fast_path=fast)
+        assert ids.dtype == np.int32 and ids.tolist() == expected
+    return expected
+
+
+def decode(ids: list[int], kind: str) -> bytes:
+    return ref_longest.decode(ids, vocabulary(kind), FIRST_RESERVED)
+
+
+@pytest.mark.parametrize("kind", ["full", "sparse"])
+@pytest.mark.parametrize("corpus", CORPUS_FILES)
+def test_reference_and_jit_agree_on_corpora_and_round_trip(corpus, kind):
+    text = corpus_text(corpus, limit=6000)
+    data = text.encode("utf-8")
+    for ends in (span_ends(text), [len(data)]):
+        ids = encode_both(data, ends, kind)
+        assert decode(ids, kind) == data
+    if kind == "sparse":
+        assert any(i >= FIRST_RESERVED for i in ids), "the sparse vocabulary should need byte fallback"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=120), st.sampled_from(["full", "sparse"]))
+def test_reference_and_jit_agree_on_any_text(text, kind):
+    data = text.encode("utf-8")
+    assert decode(encode_both(data, span_ends(text), kind), kind) == data
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=100), st.lists(st.integers(0, 100)), st.sampled_from(["full", "sparse"]))
+def test_reference_and_jit_agree_on_any_bytes_and_spans(data, cuts, kind):
+    ends = sorted({min(cut, len(data)) for cut in cuts} | {len(data)})
+    assert decode(encode_both(data, ends, kind), kind) == data
+
+
+def test_matches_are_longest_and_stay_inside_spans():
+    ids = encode_both(b"hello world", [11], "full")
+    assert [vocabulary("full")[i] for i in ids] == [b"hello", b" world"]
+    ids = encode_both(b"hello world", [3, 11], "full")
+    assert [vocabulary("full")[i] for i in ids] == [b"hel", b"lo", b" world"]
+
+
+def test_byte_fallback_ids():
+    full_fallback = model("full")[1]
+    ranks = mergeable_ranks("cl100k_base")
+    assert full_fallback.tolist() == [ranks[bytes([b])] for b in range(256)]
+    assert model("sparse")[1].tolist() == [FIRST_RESERVED + b for b in range(256)]
+    with pytest.raises(ValueError, match="first_reserved_id"):
+        ref_longest.byte_fallback_ids(*model("full")[0], 2**31 - 200)
+
+
+def test_decode_refuses_unknown_ids():
+    with pytest.raises(UnknownTokenError, match="12345678"):
+        decode([12345678], "sparse")
+
+
+@pytest.mark.parametrize(
+    "data, ends, message",
+    [(b"abc", [2], "bytes would be lost"), (b"abc", [2, 1, 3], "decrease|rise"), (b"abc", [4], "lost|rise")],
+)
+def test_bad_span_ends_are_refused(data, ends, message):
+    dat, fallback = model("full")
+    with pytest.raises(ValueError, match=message):
+        ref_longest.encode_spans(data, ends, *dat, fallback)
+    with pytest.raises(ValueError, match=message):
+        jit_longest.encode_spans(np.frombuffer(data, np.uint8), np.array(ends), *dat, fallback)
+
+
+def test_jit_refuses_malformed_dat_arrays():
+    dat, fallback = model("full")
+    with pytest.raises(ValueError, match="length"):
+        jit_longest.encode_spans(np.zeros(3, np.uint8), np.array([3]), dat[0][:-1], dat[1], dat[2], fallback)
+    with pytest.raises(ValueError, match="256"):
+        jit_longest.encode_spans(np.zeros(3, np.uint8), np.array([3]), *dat, fallback[:255])
+
+
+@pytest.mark.parametrize("scale", [3, 300, 2**31 - 1])
+def test_hostile_dat_arrays_give_ids_not_crashes(scale):
+    rng = np.random.default_rng(scale)
+    data = corpus_text("multilingual.txt", limit=3000).encode("utf-8")
+    fallback = np.arange(256, dtype=np.int32)
+    for size in (1, 7, 500):
+        base, check, values = (rng.integers(-scale, scale, size=size, dtype=np.int64).astype(np.int32) for _ in range(3))
+        for fast in (False, True):
+            ids = jit_longest.encode_spans(np.frombuffer(data, np.uint8), np.array([len(data)]), base, check, values, fallback, ascii_fast_path=fast)
+            assert 1 <= len(ids) <= len(data)
