@@ -41,16 +41,20 @@ HEAP_SCRATCH_BYTES = 5 * 8
 DEFAULT_CHUNK_BYTES = 256
 # The share of the budget kept for long-span scratch (the rest sizes the batches).
 LONG_SCRATCH_SHARE = 0.25
-# The seed's ceiling (512M int32 elements, about 2 GiB): the device memory one batch may use.
+# The seed's ceiling (512M int32 elements, about 2 GiB): the device memory one batch may use where the free
+# device memory is unknown; else half the free memory, at most MAX_DEFAULT_BUDGET.
 DEFAULT_MEMORY_BUDGET = 2 << 30
+MAX_DEFAULT_BUDGET = 8 << 30
 # Below this many bytes the host-device round trip costs more than the GPU saves ("auto" stays on the CPU).
 DEFAULT_MIN_GPU_BATCH_BYTES = 4 << 20
 MAX_BATCH_BYTES = (1 << 31) - 1  # positions in a batch fit int32 counts and scratch offsets
 
 
-def memory_budget() -> int:
-    """Device bytes a batch may use: ``$CRAYON_GPU_MEMORY_BUDGET`` if set, else ``DEFAULT_MEMORY_BUDGET``."""
-    return _positive_int_from_env("CRAYON_GPU_MEMORY_BUDGET", DEFAULT_MEMORY_BUDGET)
+def memory_budget(free_device_bytes: int | None = None) -> int:
+    """Device bytes a batch may use: ``$CRAYON_GPU_MEMORY_BUDGET`` if set, else half of ``free_device_bytes``
+    (at most ``MAX_DEFAULT_BUDGET``), else ``DEFAULT_MEMORY_BUDGET``."""
+    default = DEFAULT_MEMORY_BUDGET if free_device_bytes is None else min(MAX_DEFAULT_BUDGET, free_device_bytes // 2)
+    return _positive_int_from_env("CRAYON_GPU_MEMORY_BUDGET", default)
 
 
 def min_gpu_batch_bytes() -> int:

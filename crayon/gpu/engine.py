@@ -1,12 +1,16 @@
-"""The CUDA engine (backend "cuda"): the JIT engine's exact BPE, run over a batch on the GPU.
+"""The CUDA engine (backend "cuda"): the JIT engine's exact BPE, and greedy longest match, over batches on the GPU.
 
-``crayon.gpu.kernels`` explains how a batch is split over GPU threads and ``crayon.gpu.capacity`` how
-buffers are sized: from the input, under a memory budget, so no document is ever truncated. The engine keeps
-a ``JitEngine`` of the same tokenizer for what the GPU reuses (its tables and encoder choice) and for the one
-thing it hands back to the CPU: a span whose scratch alone would exceed the memory budget.
+``crayon.gpu.kernels`` explains how a batch is split over GPU threads and ``crayon.gpu.capacity`` how buffers
+are sized: from the input, under a memory budget, so no document is ever truncated.
 
-Where the tokenizer has no jit pre-tokenizer (a normalizer, a custom pre-tokenizer or an unknown regex), its
-own pre-tokenizer splits on the host and the GPU encodes the spans.
+``CudaEngine`` (BPE) keeps a ``JitEngine`` of the same tokenizer for what the GPU reuses (its tables and
+encoder choice) and for the one thing it hands back to the CPU: a span whose scratch alone would exceed the
+memory budget. Where the tokenizer has no jit pre-tokenizer (a normalizer, a custom pre-tokenizer, another
+regex), its own pre-tokenizer splits on the host and the GPU encodes the spans. ``LongestMatchGpu`` is the
+GPU twin of ``crayon.jit.longest.encode_spans``.
+
+A document larger than a whole batch is cut into pieces of whole spans, found on the host by the jit
+pre-tokenizer (one CPU pass; with the default budget that is a document of hundreds of megabytes).
 """
 
 from __future__ import annotations
@@ -21,9 +25,12 @@ from numba import cuda
 
 from crayon.errors import BackendUnavailableError
 from crayon.gpu import capacity, kernels
-from crayon.gpu.kernels import THREADS_PER_BLOCK, blocks_for
+from crayon.gpu.kernels import LONGEST_CHAIN, THREADS_PER_BLOCK, blocks_for
+from crayon.jit import longest
+from crayon.jit.dat import check_dat_arrays
+from crayon.jit.backtrack import new_validity_memo
 from crayon.jit.engine import BACKTRACK, HEAP, MERGE_LOOP, TABLE_NAMES, JitEngine, _raise_status, tables_for
-from crayon.jit.pretokenize import split_spans, unicode_tables
+from crayon.jit.pretokenize import pattern_id_of, split_spans, unicode_tables
 
 
 @dataclass
@@ -38,15 +45,17 @@ class BatchStats:
     cpu_spans: int = 0
 
 
+MEMO_SLOTS = 1 << 20  # the backtracking encoder's pair-check memo, shared by all GPU threads (8 MiB)
 _DEVICE_TABLES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def device_tables(model) -> tuple:
-    """Device copies of a BPE model's jit tables (in ``TABLE_NAMES`` order), copied once per model."""
+def device_tables(model) -> tuple[tuple, "cuda.devicearray.DeviceNDArray"]:
+    """Device copies of a BPE model's jit tables (in ``TABLE_NAMES`` order) and its memo, made once per model."""
     tables = _DEVICE_TABLES.get(model)
     if tables is None:
         host = tables_for(model)
-        tables = _DEVICE_TABLES[model] = tuple(cuda.to_device(host[name]) for name in TABLE_NAMES)
+        bpe = tuple(cuda.to_device(host[name]) for name in TABLE_NAMES)
+        tables = _DEVICE_TABLES[model] = bpe, cuda.to_device(new_validity_memo(MEMO_SLOTS))
     return tables
 
 
@@ -56,7 +65,13 @@ def device_char_tables() -> tuple:
     return tuple(cuda.to_device(table) for table in unicode_tables())
 
 
-def _zeros(count: int, dtype) -> "cuda.devicearray.DeviceNDArray":
+@functools.cache
+def _placeholder(dtype) -> "cuda.devicearray.DeviceNDArray":
+    """A one-element device array standing for an argument a kernel mode does not read."""
+    return cuda.to_device(np.zeros(1, dtype))
+
+
+def _zeros(count: int, dtype):
     array = cuda.device_array(max(count, 1), dtype=dtype)
     kernels.zero_fill[blocks_for(array.shape[0]), THREADS_PER_BLOCK](array)
     return array
@@ -67,49 +82,36 @@ def _launch(kernel, count: int, *args) -> None:
         kernel[blocks_for(count), THREADS_PER_BLOCK](*args)
 
 
-class CudaEngine:
-    """Encodes batches of ordinary text on a CUDA GPU; the same tokens as the JIT engine."""
+def default_memory_budget() -> int:
+    """``capacity.memory_budget()`` where set; else the default, raised up to half the device's free memory."""
+    free, _ = cuda.current_context().get_memory_info()
+    return capacity.memory_budget(free_device_bytes=None if free == float("inf") else int(free))
 
-    name = "cuda"
 
-    def __init__(self, tokenizer, *, memory_budget: int | None = None,
-                 chunk_bytes: int = capacity.DEFAULT_CHUNK_BYTES):
-        self.cpu = JitEngine(tokenizer)
-        self.pattern_id = self.cpu.pattern_id  # None: the host pre-tokenizer splits
-        self._normalizer = tokenizer.normalizer
-        self._pretokenizer = tokenizer.pretokenizer
-        self.memory_budget = capacity.memory_budget() if memory_budget is None else memory_budget
+class _GpuPipeline:
+    """Batches, chunks, spans and compaction; subclasses supply the model stage (``_encode_marked_spans``)."""
+
+    token_dtype = np.uint32
+
+    def __init__(self, pattern_id: int | None, memory_budget: int | None, chunk_bytes: int):
+        self.pattern_id = pattern_id  # None: marks come from the host; LONGEST_CHAIN: tokens are the spans
+        self.memory_budget = default_memory_budget() if memory_budget is None else memory_budget
         self.chunk_bytes = chunk_bytes
         batch_share = int(self.memory_budget * (1 - capacity.LONG_SCRATCH_SHARE))
         self.batch_bytes = capacity.max_batch_bytes(batch_share, chunk_bytes)
         self.long_scratch_budget = self.memory_budget - batch_share
-        backtrack = self.cpu.encoder == "backtrack"
-        self.local_encoder = BACKTRACK if backtrack else MERGE_LOOP
-        self.local_limit = capacity.BACKTRACK_LOCAL_BYTES if backtrack else capacity.MERGE_LOOP_LOCAL_BYTES
-        self.long_encoder = BACKTRACK if backtrack else HEAP
-        self._bpe = device_tables(tokenizer.model)
-        self._char_tables = device_char_tables() if self.pattern_id is not None else None
+        self._char_tables = device_char_tables() if pattern_id is not None and pattern_id >= 0 else None
+        self._dat = None  # the DAT a LONGEST_CHAIN spanner walks
         self.stats = BatchStats()
 
-    # public API ------------------------------------------------------------------------------------------
+    def plan(self, texts: Sequence[str]) -> list[capacity.Batch]:
+        """The batches an encode of ``texts`` runs under this engine's memory budget."""
+        sizes = np.fromiter((len(text.encode("utf-8")) for text in texts), np.int64, len(texts))
+        return capacity.plan_batches(sizes, self.batch_bytes)
 
-    def encode_ordinary(self, text: str) -> list[int]:
-        tokens, _ = self.encode_ordinary_flat([text])
-        return tokens.tolist()
-
-    def encode_ordinary_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
-        """Token lists of many texts (``num_threads`` is accepted for the engine interface; the GPU ignores it)."""
-        tokens, offsets = self.encode_ordinary_flat(texts)
-        flat = tokens.tolist()
-        return [flat[offsets[i] : offsets[i + 1]] for i in range(len(texts))]
-
-    def encode_ordinary_flat(self, texts: Sequence[str], num_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """All texts' tokens in one uint32 array and int64 offsets: text i is tokens[offsets[i]:offsets[i + 1]]."""
+    def _encode_flat(self, encoded: Sequence[bytes], marks: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """Tokens and int64 offsets of UTF-8 texts; ``marks``: span starts found on the host, if any."""
         self.stats = BatchStats()
-        if self.pattern_id is None:
-            encoded, marks = self._host_spans(texts)
-        else:
-            encoded, marks = [text.encode("utf-8") for text in texts], None
         data = np.frombuffer(b"".join(encoded), np.uint8)
         doc_offsets = np.zeros(len(encoded) + 1, np.int64)
         np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=doc_offsets[1:])
@@ -129,29 +131,8 @@ class CudaEngine:
         offsets = np.zeros(len(encoded) + 1, np.int64)
         if counts:
             np.cumsum(np.concatenate(counts), out=offsets[1:])
-        tokens = np.concatenate(token_arrays) if token_arrays else np.empty(0, np.uint32)
+        tokens = np.concatenate(token_arrays) if token_arrays else np.empty(0, self.token_dtype)
         return tokens, offsets
-
-    def plan(self, texts: Sequence[str]) -> list[capacity.Batch]:
-        """The batches ``encode_ordinary_flat`` would run for ``texts`` under this engine's memory budget."""
-        sizes = np.fromiter((len(text.encode("utf-8")) for text in texts), np.int64, len(texts))
-        return capacity.plan_batches(sizes, self.batch_bytes)
-
-    # host side -------------------------------------------------------------------------------------------
-
-    def _host_spans(self, texts: Sequence[str]) -> tuple[list[bytes], np.ndarray]:
-        """Pre-tokenize on the host: each text's bytes, and span-start marks over all of them."""
-        encoded, span_lengths = [], []
-        for text in texts:
-            if self._normalizer is not None:
-                text = self._normalizer(text)
-            spans = [span.encode("utf-8") for span in self._pretokenizer(text)]
-            encoded.append(b"".join(spans))
-            span_lengths.extend(len(span) for span in spans)
-        starts = np.cumsum(np.array([0, *span_lengths], np.int64))[:-1]
-        marks = np.zeros(int(starts[-1]) + span_lengths[-1] if span_lengths else 0, np.uint8)
-        marks[starts] = 1
-        return encoded, marks
 
     def _encode_oversized(self, data: np.ndarray, marks: np.ndarray | None) -> np.ndarray:
         """A document larger than a batch: its spans (found on the host), cut into pieces of whole spans."""
@@ -167,13 +148,11 @@ class CudaEngine:
             start, end = (int(ends[first - 1]) if first else 0), int(ends[stop - 1])
             if end - start > self.batch_bytes:  # one span longer than a whole batch
                 self.stats.cpu_spans += 1
-                pieces.append(self.cpu.encode_spans([data[start:end].tobytes()]))
+                pieces.append(self._encode_span_on_cpu(data[start:end]))
             else:
                 piece, _ = self._encode_batch(data[start:end], np.array([0, end - start], np.int64), marks[start:end])
                 pieces.append(piece)
         return np.concatenate(pieces)
-
-    # device side -----------------------------------------------------------------------------------------
 
     def _encode_batch(self, data: np.ndarray, doc_offsets: np.ndarray,
                       marks: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -181,23 +160,119 @@ class CudaEngine:
         self.stats.batches += 1
         size = len(data)
         if size == 0:
-            return np.empty(0, np.uint32), np.zeros(len(doc_offsets), np.int64)
+            return np.empty(0, self.token_dtype), np.zeros(len(doc_offsets), np.int64)
         layout = capacity.chunk_layout(data, doc_offsets, self.chunk_bytes)
         chunks = layout.count
         d_data = cuda.to_device(data)
-        d_starts, d_stops, d_doc_stops = (cuda.to_device(a) for a in (layout.starts, layout.stops, layout.doc_stops))
-        if marks is None:
-            d_marks = self._span_marks(d_data, layout, d_starts, d_stops, d_doc_stops)
-        else:
-            d_marks = cuda.to_device(marks)
+        d_chunks = tuple(cuda.to_device(a) for a in (layout.starts, layout.stops, layout.doc_stops))
+        d_marks = self._span_marks(d_data, layout, d_chunks) if marks is None else cuda.to_device(marks)
 
-        d_tokens = cuda.device_array(size, np.uint32)
+        d_tokens = cuda.device_array(size, self.token_dtype)
         d_counts = _zeros(size, np.int32)
+        self._encode_marked_spans(data, d_data, chunks, d_chunks, d_marks, d_tokens, d_counts)
+
+        d_totals = cuda.device_array(chunks, np.int64)
+        _launch(kernels.chunk_token_totals, chunks, d_chunks[0], d_chunks[1], d_counts, d_totals)
+        chunk_offsets = kernels.exclusive_scan(d_totals).copy_to_host()
+        total = int(chunk_offsets[-1])
+        d_out = cuda.device_array(max(total, 1), self.token_dtype)
+        _launch(kernels.compact_chunks, chunks, d_chunks[0], d_chunks[1], d_counts, d_tokens,
+                cuda.to_device(chunk_offsets), d_out)
+        tokens = d_out[:total].copy_to_host() if total else np.empty(0, self.token_dtype)
+        return tokens, chunk_offsets[layout.doc_first_chunk]
+
+    def _span_marks(self, d_data, layout: capacity.ChunkLayout, d_chunks):
+        """Span-start marks of every document, by the chunked spanner (see ``crayon.gpu.kernels``)."""
+        chunks = layout.count
+        d_starts, d_stops, d_doc_stops = d_chunks
+        char_tables = self._char_tables or (_placeholder(np.uint16), _placeholder(np.uint8), _placeholder(np.uint16))
+        dat = self._dat or (_placeholder(np.int32),) * 3
+        if self._char_tables is None:
+            d_classes = _placeholder(np.uint8)
+        else:
+            d_classes = cuda.device_array(d_data.shape[0], np.uint8)
+            _launch(kernels.classify_chunks, chunks, d_data, d_starts, d_stops, char_tables, d_classes)
+        d_marks = _zeros(d_data.shape[0], np.uint8)
+        d_entries = cuda.device_array(chunks, np.int64)
+        d_exits = cuda.device_array(chunks, np.int64)
+        _launch(kernels.span_chunks, chunks, d_data, d_classes, d_starts, d_stops, d_doc_stops, self.pattern_id,
+                char_tables, dat, d_marks, d_entries, d_exits)
+        d_first_of_doc = cuda.to_device(layout.first_of_doc)
+        passes = 0
+        while True:
+            d_changed = _zeros(1, np.int32)
+            _launch(kernels.fix_chunks, chunks, d_data, d_classes, d_starts, d_stops, d_doc_stops, d_first_of_doc,
+                    self.pattern_id, char_tables, dat, d_marks, d_entries, d_exits, d_changed)
+            passes += 1
+            if not d_changed.copy_to_host()[0]:
+                break
+        self.stats.fix_passes.append(passes)
+        return d_marks
+
+    def _encode_marked_spans(self, data, d_data, chunks, d_chunks, d_marks, d_tokens, d_counts) -> None:
+        raise NotImplementedError
+
+    def _encode_span_on_cpu(self, span: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+
+class CudaEngine(_GpuPipeline):
+    """Encodes batches of ordinary text with exact BPE on a CUDA GPU; the same tokens as the JIT engine."""
+
+    name = "cuda"
+
+    def __init__(self, tokenizer, *, memory_budget: int | None = None,
+                 chunk_bytes: int = capacity.DEFAULT_CHUNK_BYTES, encoder: str | None = None):
+        self.cpu = JitEngine(tokenizer, encoder=encoder)
+        super().__init__(self.cpu.pattern_id, memory_budget, chunk_bytes)
+        self._normalizer = tokenizer.normalizer
+        self._pretokenizer = tokenizer.pretokenizer
+        backtrack = self.cpu.encoder == "backtrack"
+        self.local_encoder = BACKTRACK if backtrack else MERGE_LOOP
+        self.local_limit = capacity.BACKTRACK_LOCAL_BYTES if backtrack else capacity.MERGE_LOOP_LOCAL_BYTES
+        self.long_encoder = BACKTRACK if backtrack else HEAP
+        self._bpe, self._memo = device_tables(tokenizer.model)
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        tokens, _ = self.encode_ordinary_flat([text])
+        return tokens.tolist()
+
+    def encode_ordinary_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
+        """Token lists of many texts (``num_threads`` is accepted for the engine interface; the GPU ignores it)."""
+        tokens, offsets = self.encode_ordinary_flat(texts)
+        flat = tokens.tolist()
+        return [flat[offsets[i] : offsets[i + 1]] for i in range(len(texts))]
+
+    def encode_ordinary_flat(self, texts: Sequence[str], num_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """All texts' tokens in one uint32 array and int64 offsets: text i is tokens[offsets[i]:offsets[i + 1]]."""
+        if self.pattern_id is not None:
+            return self._encode_flat([text.encode("utf-8") for text in texts], None)
+        return self._encode_flat(*self._host_spans(texts))
+
+    def _host_spans(self, texts: Sequence[str]) -> tuple[list[bytes], np.ndarray]:
+        """Pre-tokenize on the host: each text's bytes, and span-start marks over all of them."""
+        encoded, span_lengths = [], []
+        for text in texts:
+            if self._normalizer is not None:
+                text = self._normalizer(text)
+            spans = [span.encode("utf-8") for span in self._pretokenizer(text)]
+            encoded.append(b"".join(spans))
+            span_lengths.extend(len(span) for span in spans)
+        lengths = np.array(span_lengths, np.int64)
+        marks = np.zeros(int(lengths.sum()), np.uint8)
+        marks[np.cumsum(lengths) - lengths] = 1
+        return encoded, marks
+
+    def _encode_span_on_cpu(self, span: np.ndarray) -> np.ndarray:
+        return self.cpu.encode_spans([span.tobytes()])
+
+    def _encode_marked_spans(self, data, d_data, chunks, d_chunks, d_marks, d_tokens, d_counts) -> None:
+        size = len(data)
         d_long_spans = cuda.device_array((size // (self.local_limit + 1) + 1, 2), np.int64)
         d_long_count = _zeros(1, np.int64)
         d_status = _zeros(1, np.int64)
-        _launch(kernels.encode_chunks, chunks, d_data, d_starts, d_stops, d_doc_stops, d_marks, self._bpe,
-                self.local_encoder, self.local_limit, d_tokens, d_counts, d_long_spans, d_long_count, d_status)
+        _launch(kernels.encode_chunks, chunks, d_data, *d_chunks, d_marks, self._bpe, self._memo, self.local_encoder,
+                self.local_limit, d_tokens, d_counts, d_long_spans, d_long_count, d_status)
         long_count = int(d_long_count.copy_to_host()[0])
         if long_count:
             self._encode_long_spans(data, d_data, d_long_spans[:long_count].copy_to_host(), d_tokens, d_counts,
@@ -206,47 +281,13 @@ class CudaEngine:
         if status < 0:
             _raise_status(status, data, self.cpu.tables)
 
-        d_totals = cuda.device_array(chunks, np.int64)
-        _launch(kernels.chunk_token_totals, chunks, d_starts, d_stops, d_counts, d_totals)
-        chunk_offsets = kernels.exclusive_scan(d_totals).copy_to_host()
-        total = int(chunk_offsets[-1])
-        d_out = cuda.device_array(max(total, 1), np.uint32)
-        _launch(kernels.compact_chunks, chunks, d_starts, d_stops, d_counts, d_tokens,
-                cuda.to_device(chunk_offsets), d_out)
-        tokens = d_out[:total].copy_to_host() if total else np.empty(0, np.uint32)
-        return tokens, chunk_offsets[layout.doc_first_chunk]
-
-    def _span_marks(self, d_data, layout: capacity.ChunkLayout, d_starts, d_stops, d_doc_stops):
-        """Span-start marks of every document, by the chunked spanner (see ``crayon.gpu.kernels``)."""
-        chunks = layout.count
-        d_classes = cuda.device_array(d_data.shape[0], np.uint8)
-        _launch(kernels.classify_chunks, chunks, d_data, d_starts, d_stops, self._char_tables, d_classes)
-        d_marks = _zeros(d_data.shape[0], np.uint8)
-        d_entries = cuda.device_array(chunks, np.int64)
-        d_exits = cuda.device_array(chunks, np.int64)
-        _launch(kernels.span_chunks, chunks, d_classes, d_starts, d_stops, d_doc_stops, self.pattern_id,
-                self._char_tables, d_marks, d_entries, d_exits)
-        d_first_of_doc = cuda.to_device(layout.first_of_doc)
-        passes = 0
-        while True:
-            d_changed = _zeros(1, np.int32)
-            _launch(kernels.fix_chunks, chunks, d_classes, d_starts, d_stops, d_doc_stops, d_first_of_doc,
-                    self.pattern_id, self._char_tables, d_marks, d_entries, d_exits, d_changed)
-            passes += 1
-            if not d_changed.copy_to_host()[0]:
-                break
-        self.stats.fix_passes.append(passes)
-        return d_marks
-
     def _encode_long_spans(self, data, d_data, long_spans, d_tokens, d_counts, d_status) -> None:
         """Spans longer than a thread's local scratch: one thread each, in groups whose global scratch fits the
         long-span budget; a span that alone exceeds it goes to the CPU engine."""
-        heap = self.long_encoder == HEAP
         long_spans = long_spans[np.argsort(long_spans[:, 0])]
         lengths = long_spans[:, 1] - long_spans[:, 0]
-        scratch_sizes, alive_sizes = capacity.long_span_scratch(lengths, heap)
-        scratch_bytes = scratch_sizes * 8 + alive_sizes
-        groups, too_big = capacity.plan_long_groups(scratch_bytes, self.long_scratch_budget)
+        scratch_sizes, alive_sizes = capacity.long_span_scratch(lengths, heap=self.long_encoder == HEAP)
+        groups, too_big = capacity.plan_long_groups(scratch_sizes * 8 + alive_sizes, self.long_scratch_budget)
         self.stats.long_spans += len(long_spans)
         self.stats.long_span_groups += len(groups)
         for first, stop in groups:
@@ -257,21 +298,61 @@ class CudaEngine:
             d_scratch = cuda.device_array(max(int(scratch_offsets[-1]), 1), np.int64)
             d_alive = cuda.device_array(max(int(alive_offsets[-1]), 1), np.uint8)
             _launch(kernels.encode_long_spans, stop - first, d_data, cuda.to_device(long_spans[first:stop]),
-                    cuda.to_device(scratch_offsets), cuda.to_device(alive_offsets), self._bpe, self.long_encoder,
+                    cuda.to_device(scratch_offsets), cuda.to_device(alive_offsets), self._bpe, self._memo,
+                    self.long_encoder,
                     d_scratch, d_alive, d_tokens, d_counts, d_status)
         for index in too_big:
             start, stop = (int(x) for x in long_spans[index])
-            tokens = self.cpu.encode_spans([data[start:stop].tobytes()])
+            tokens = self._encode_span_on_cpu(data[start:stop])
             self.stats.cpu_spans += 1
             d_tokens[start : start + len(tokens)].copy_to_device(tokens)
             d_counts[start : start + 1].copy_to_device(np.array([len(tokens)], np.int32))
 
 
+class LongestMatchGpu(_GpuPipeline):
+    """Greedy longest match over a DAT with byte fallback on the GPU: ``crayon.jit.longest.encode_spans`` of
+    each text cut by ``pattern`` (a jit pre-tokenizer name or regex), or of each whole text when ``pattern``
+    is None (then the chunked spanner follows the chain of tokens itself)."""
+
+    token_dtype = np.int32
+
+    def __init__(self, base: np.ndarray, check: np.ndarray, values: np.ndarray, fallback: np.ndarray, *,
+                 pattern: str | None = None, memory_budget: int | None = None,
+                 chunk_bytes: int = capacity.DEFAULT_CHUNK_BYTES):
+        check_dat_arrays(base, check, values)
+        if np.asarray(fallback).shape != (256,):
+            raise ValueError("fallback must hold 256 ids")
+        super().__init__(LONGEST_CHAIN if pattern is None else pattern_id_of(pattern), memory_budget, chunk_bytes)
+        self._host_dat = (base, check, values, np.ascontiguousarray(fallback, np.int32))
+        self._dat = tuple(cuda.to_device(np.ascontiguousarray(array)) for array in (base, check, values))
+        self._fallback = cuda.to_device(self._host_dat[3])
+
+    def encode_flat(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """All texts' ids in one int32 array and int64 offsets: text i is ids[offsets[i]:offsets[i + 1]]."""
+        return self._encode_flat([text.encode("utf-8") for text in texts], None)
+
+    def _encode_oversized(self, data: np.ndarray, marks: np.ndarray | None) -> np.ndarray:
+        if self.pattern_id == LONGEST_CHAIN:  # no spans to cut at: the CPU encodes the whole text
+            self.stats.oversized_documents += 1
+            self.stats.cpu_spans += 1
+            return self._encode_span_on_cpu(data)
+        return super()._encode_oversized(data, marks)
+
+    def _encode_span_on_cpu(self, span: np.ndarray) -> np.ndarray:
+        return longest.encode_spans(span, np.array([len(span)], np.int64), *self._host_dat)
+
+    def _encode_marked_spans(self, data, d_data, chunks, d_chunks, d_marks, d_tokens, d_counts) -> None:
+        _launch(kernels.longest_chunks, chunks, d_data, *d_chunks, d_marks, self._dat, self._fallback, d_tokens,
+                d_counts)
+
+
 def make_engine(tokenizer, **options) -> CudaEngine:
     """The CUDA engine of a tokenizer (``crayon.tokenizer.make_engine`` calls this for backend "cuda").
 
-    ``options``: ``memory_budget`` (device bytes per batch, default ``$CRAYON_GPU_MEMORY_BUDGET`` or 2 GiB)
-    and ``chunk_bytes`` (text bytes per GPU thread)."""
+    ``options``: ``memory_budget`` (device bytes per batch; default ``$CRAYON_GPU_MEMORY_BUDGET``, else 2 GiB
+    raised up to half the free device memory, at most 8 GiB), ``chunk_bytes`` (text bytes per GPU thread) and
+    ``encoder`` (the JIT span encoder: "backtrack" where it is exact, else "heap"; the GPU runs the heap for
+    long spans when "merge_loop" is asked)."""
     available, reason = capacity.cuda_status()
     if not available:
         raise BackendUnavailableError(

@@ -21,7 +21,9 @@ over threads:
    backtracking up to 256 where it is exact). Longer spans are queued and encoded one per thread by
    ``encode_long_spans`` with global scratch sized from their length, so no length is ever too long. Tokens
    are written at the span's own byte offset (a span of n bytes has at most n tokens) and the token count at
-   ``counts[span start]``.
+   ``counts[span start]``. The backtracking encoder's memo of pair checks is one direct-mapped table in
+   global memory shared by all threads: each entry carries its key, so a racing write can only cost a
+   recomputation, never a wrong answer.
 3. Compaction (``chunk_token_totals``, ``exclusive_scan``, ``compact_chunks``): per-chunk token totals, a
    prefix sum, and every chunk copies its tokens to their final place.
 
@@ -38,9 +40,12 @@ import numpy as np
 from numba import config, cuda, int64, uint8
 
 from crayon.gpu.capacity import BACKTRACK_LOCAL_BYTES, MERGE_LOOP_LOCAL_BYTES
+from crayon.jit import longest
+from crayon.jit.dat import longest_prefix
 from crayon.jit.engine import encode_span_into
 from crayon.jit.pretokenize import classify_characters, fill_span_ends
 
+LONGEST_CHAIN = -1  # the "pattern" of texts without pre-tokenization under longest match: tokens are the spans
 THREADS_PER_BLOCK = 128
 SCAN_THREADS = 256
 SCAN_ITEMS = 8  # values per scan thread: a block scans SCAN_THREADS * SCAN_ITEMS values
@@ -86,14 +91,19 @@ def classify_chunks(data, starts, stops, char_tables, classes):
 
 
 @cuda.jit(device=True, inline=True)
-def next_span_start(classes, position, doc_stop, pattern_id, char_tables, found):
-    """Where the span that starts at ``position`` ends (``found`` is one int64 of scratch)."""
+def next_span_start(data, classes, position, doc_stop, pattern_id, char_tables, dat, found):
+    """Where the span that starts at ``position`` ends (``found`` is one int64 of scratch). Under
+    LONGEST_CHAIN a span is one longest-match token (or one fallback byte)."""
+    if pattern_id == LONGEST_CHAIN:
+        base, check, values = host_view(dat)
+        _, length = longest_prefix(base, check, values, host_view(data), position, doc_stop)
+        return position + max(length, 1)
     fill_span_ends(host_view(classes), position, doc_stop, pattern_id, host_view(char_tables), host_view(found))
     return found[0]
 
 
 @cuda.jit(cache=True)
-def span_chunks(classes, starts, stops, doc_stops, pattern_id, char_tables, marks, entries, exits):
+def span_chunks(data, classes, starts, stops, doc_stops, pattern_id, char_tables, dat, marks, entries, exits):
     """Each chunk follows the span chain from its first byte: mark span starts, record where it leaves."""
     chunk = cuda.grid(1)
     if chunk >= starts.shape[0]:
@@ -103,14 +113,14 @@ def span_chunks(classes, starts, stops, doc_stops, pattern_id, char_tables, mark
     stop, doc_stop = stops[chunk], doc_stops[chunk]
     while position < stop:
         marks[position] = 1
-        position = next_span_start(classes, position, doc_stop, pattern_id, char_tables, found)
+        position = next_span_start(data, classes, position, doc_stop, pattern_id, char_tables, dat, found)
     entries[chunk] = starts[chunk]
     exits[chunk] = position
 
 
 @cuda.jit(cache=True)
-def fix_chunks(classes, starts, stops, doc_stops, first_of_doc, pattern_id, char_tables, marks, entries, exits,
-               changed):
+def fix_chunks(data, classes, starts, stops, doc_stops, first_of_doc, pattern_id, char_tables, dat, marks, entries,
+               exits, changed):
     """Re-walk each chunk from where the previous chunk's chain entered it until the walk meets the chunk's
     own chain; flag ``changed`` when a chain now leaves its chunk elsewhere (the next chunk needs a pass)."""
     chunk = cuda.grid(1)
@@ -123,13 +133,13 @@ def fix_chunks(classes, starts, stops, doc_stops, first_of_doc, pattern_id, char
     start, stop, doc_stop = starts[chunk], stops[chunk], doc_stops[chunk]
     met = entry
     while met < stop and marks[met] == 0:
-        met = next_span_start(classes, met, doc_stop, pattern_id, char_tables, found)
+        met = next_span_start(data, classes, met, doc_stop, pattern_id, char_tables, dat, found)
     for position in range(start, min(met, stop)):
         marks[position] = 0
     position = entry
     while position < met and position < stop:
         marks[position] = 1
-        position = next_span_start(classes, position, doc_stop, pattern_id, char_tables, found)
+        position = next_span_start(data, classes, position, doc_stop, pattern_id, char_tables, dat, found)
     entries[chunk] = entry
     if met >= stop and exits[chunk] != met:
         exits[chunk] = met
@@ -149,7 +159,7 @@ def span_stop(marks, position, doc_stop):
 
 
 @cuda.jit(cache=True)
-def encode_chunks(data, starts, stops, doc_stops, marks, bpe, local_encoder, local_limit, tokens, counts,
+def encode_chunks(data, starts, stops, doc_stops, marks, bpe, memo, local_encoder, local_limit, tokens, counts,
                   long_spans, long_count, status):
     """Encode the spans that start in each chunk; queue those longer than ``local_limit`` bytes."""
     chunk = cuda.grid(1)
@@ -169,7 +179,7 @@ def encode_chunks(data, starts, stops, doc_stops, marks, bpe, local_encoder, loc
             long_spans[slot, 1] = stop
             continue
         written = encode_span_into(text, position, stop, out, position, tables, local_encoder,
-                                   host_view(scratch), host_view(alive))
+                                   host_view(scratch), host_view(alive), host_view(memo))
         if written < 0:
             cuda.atomic.min(status, 0, written)
         else:
@@ -177,7 +187,7 @@ def encode_chunks(data, starts, stops, doc_stops, marks, bpe, local_encoder, loc
 
 
 @cuda.jit(cache=True)
-def encode_long_spans(data, long_spans, scratch_offsets, alive_offsets, bpe, encoder, scratch, alive, tokens,
+def encode_long_spans(data, long_spans, scratch_offsets, alive_offsets, bpe, memo, encoder, scratch, alive, tokens,
                       counts, status):
     """One long span per thread, with scratch[scratch_offsets[i]:scratch_offsets[i+1]] and likewise alive."""
     index = cuda.grid(1)
@@ -187,11 +197,27 @@ def encode_long_spans(data, long_spans, scratch_offsets, alive_offsets, bpe, enc
     own_scratch = host_view(scratch)[scratch_offsets[index] : scratch_offsets[index + 1]]
     own_alive = host_view(alive)[alive_offsets[index] : alive_offsets[index + 1]]
     written = encode_span_into(host_view(data), start, stop, host_view(tokens), start, host_view(bpe), encoder,
-                               own_scratch, own_alive)
+                               own_scratch, own_alive, host_view(memo))
     if written < 0:
         cuda.atomic.min(status, 0, written)
     else:
         counts[start] = written - start
+
+
+@cuda.jit(cache=True)
+def longest_chunks(data, starts, stops, doc_stops, marks, dat, fallback, tokens, counts):
+    """Greedy longest match over the DAT of the spans that start in each chunk (byte fallback)."""
+    chunk = cuda.grid(1)
+    if chunk >= starts.shape[0]:
+        return
+    base, check, values = host_view(dat)
+    text, out, fallback_ids = host_view(data), host_view(tokens), host_view(fallback)
+    doc_stop = doc_stops[chunk]
+    for position in range(starts[chunk], stops[chunk]):
+        if marks[position]:
+            stop = span_stop(marks, position, doc_stop)
+            counts[position] = longest.encode_span_into(text, position, stop, base, check, values, fallback_ids, out,
+                                                        position, False) - position
 
 
 # --- compaction --------------------------------------------------------------------------------------
