@@ -1,10 +1,11 @@
 """Double-array trie: reference and jit compilers give identical arrays that honour the DAT contract."""
 
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import mergeable_ranks
+from conftest import CORPORA_DIR, mergeable_ranks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -131,3 +132,15 @@ def test_bad_vocabularies_are_refused(compile_dat, tokens, ids, kwargs, message)
 def test_empty_vocabulary_is_a_lone_root(compile_dat):
     base, check, values = compile_dat([])
     assert base.tolist() == [0] and check.tolist() == [-1] and values.tolist() == [-1]
+
+
+def test_vocabulary_layout_notebook_runs():
+    """The notebook executes top to bottom (its cells assert that every packing order gives the same ids)."""
+    nbclient = pytest.importorskip("nbclient", reason="install crayon[test] to run the notebook")
+    nbformat = pytest.importorskip("nbformat", reason="install crayon[test] to run the notebook")
+    pytest.importorskip("matplotlib", reason="install crayon[test] to run the notebook")
+    if not CORPORA_DIR.is_dir():
+        pytest.skip(f"shared corpora {CORPORA_DIR} are absent")
+    folder = Path(__file__).resolve().parents[1] / "notebooks"
+    notebook = nbformat.read(folder / "vocabulary_layout.ipynb", as_version=4)
+    nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute()
