@@ -1,7 +1,7 @@
 """BPE training time: crayon's jit trainer vs HF tokenizers' BpeTrainer on the shared corpora, same run.
 
 Both train a byte-level BPE vocabulary of --vocab-size tokens (special token "<|endoftext|>" included) with the
-cl100k_base pattern: crayon with ``train_bpe_jit`` (files streamed, words counted by one process per core),
+cl100k_base pattern: crayon with ``train_bpe_jit`` (files streamed, words counted by one thread per core),
 HF with a Split(cl100k regex, isolated) + ByteLevel(use_regex=False) pre-tokenizer and ``Tokenizer.train``
 on the same files (it reads them line by line and trains with all cores). Every run is a fresh child process;
 peak RSS is the child's right after training plus that of its largest worker process. crayon's Numba kernels
@@ -50,7 +50,7 @@ def peak_rss_megabytes() -> float:
 
 
 def run_crayon(files: list[Path], vocab_size: int) -> dict:
-    from crayon.jit.train import available_cores, count_words_parallel, train_bpe_jit
+    from crayon.jit.train import available_cores, count_words_jit, train_bpe_jit
 
     began = time.perf_counter()
     train_bpe_jit(["warm up"], 300)  # loads (or compiles and caches) the kernels
@@ -63,7 +63,7 @@ def run_crayon(files: list[Path], vocab_size: int) -> dict:
     peak_rss_mb = peak_rss_megabytes()
 
     began = time.perf_counter()
-    count_words_parallel(files, "cl100k_base", [SPECIAL], workers=available_cores())
+    count_words_jit(files, "cl100k_base", [SPECIAL], workers=available_cores())
     count_seconds = time.perf_counter() - began
 
     import tiktoken

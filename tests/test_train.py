@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import corpus_text
 from strategies import tokenizer_text
-from crayon.jit.train import iter_chunks, train_bpe_jit
+from crayon.jit.train import count_words_jit, iter_chunks, train_bpe_jit
 from crayon.reference.bpe import BytePairModel
 from crayon.reference.pretokenize import compile_pattern, split_specials
 from crayon.reference.train import count_words, train_bpe, train_bpe_naive
@@ -104,6 +105,8 @@ def test_bad_settings_are_refused(train, tmp_path):
         train(["hello"], 300, special_tokens=[""])
     with pytest.raises(TypeError, match="bytes"):
         train([b"hello"], 300)
+    with pytest.raises(TypeError):
+        train(["hello"], 300.0)
     with pytest.raises(ValueError, match="lone surrogate"):
         train(["ok \ud800 no"], 300)
 
@@ -127,7 +130,7 @@ def test_jit_reads_files_and_refuses_non_utf8_files(tmp_path):
 
 
 @settings(max_examples=150, deadline=None)
-@given(corpus_texts, st.integers(257, 300), st.sampled_from(PATTERNS))
+@given(corpus_texts, st.integers(257, 300), st.sampled_from(PATTERNS + [r"\S+|\s+"]))
 def test_trainers_agree_on_repetitive_text(texts, vocab_size, pattern):
     assert_same_training(texts, vocab_size, pattern, special_tokens=["<|eot|>"])
 
@@ -167,7 +170,33 @@ def test_training_is_deterministic():
     assert train_bpe(texts[::-1], 1000) == first
 
 
-# ------------------------------------------------------------------------------------------- chunking
+# ------------------------------------------------------------------------------------ counting, chunking
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(unicode_texts.map("".join) | corpus_texts.map("".join), min_size=1, max_size=6),
+    st.sampled_from(PATTERNS + [r"\S+|\s+"]),
+    st.integers(1, 3),
+    st.integers(1, 40),
+)
+def test_jit_word_counts_are_the_reference_counts(texts, pattern, workers, chunk_size):
+    specials = ["<|eot|>", "x\ny"]
+    symbols, lengths, counts = count_words_jit(texts, pattern, specials, workers=workers, chunk_size=chunk_size)
+    ends = np.cumsum(lengths)
+    words = [symbols[end - length : end].tobytes() for end, length in zip(ends, lengths)]
+    assert dict(zip(words, counts.tolist())) == count_words(texts, pattern, specials)
+    assert len(set(words)) == len(words)
+
+
+def test_jit_word_counts_on_corpus_files():
+    texts = [corpus_text(name, 300_000) for name in ["enwik8_head.xml", "multilingual.txt"]]
+    symbols, lengths, counts = count_words_jit(texts, "o200k_base", ["<|endoftext|>"], workers=2, chunk_size=10_000)
+    ends = np.cumsum(lengths)
+    words = [symbols[end - length : end].tobytes() for end, length in zip(ends, lengths)]
+    assert dict(zip(words, counts.tolist())) == count_words(texts, "o200k_base", ["<|endoftext|>"])
+
+
 
 
 def spans(texts, pattern, special_tokens):

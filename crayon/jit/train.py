@@ -3,10 +3,11 @@
 Learns the same merges as ``crayon.reference.train.train_bpe``, merge for merge: same words, counts,
 tie-break and id reuse (the rules are in that module's docstring).
 
-Word counting streams its input: files are read in chunks, long texts are sliced, and a process per core
-pre-tokenizes and counts the chunks, so memory grows with the number of distinct words, not the corpus size.
-A document is only cut where cutting cannot change its spans (see ``SAFE_CUT``); with a custom pattern,
-where no such proof exists, each text or file is pre-tokenized whole.
+Word counting streams its input: files are read in chunks, long texts are sliced, and a thread per core
+pre-tokenizes chunks with ``crayon.jit.pretokenize`` and counts their words in a hash table (``WordBag``),
+so memory grows with the number of distinct words, not the corpus size. A document is only cut where
+cutting cannot change its spans (see ``SAFE_CUT``); a custom pattern, for which there is neither such a
+proof nor a jit pre-tokenizer, is run by ``regex`` over each text or file whole.
 """
 
 from __future__ import annotations
@@ -14,9 +15,8 @@ from __future__ import annotations
 import codecs
 import collections
 import concurrent.futures
-import itertools
-import multiprocessing
 import os
+import threading
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
@@ -24,14 +24,15 @@ import numpy as np
 import regex
 from numba import njit
 
+from crayon.jit.pretokenize import PATTERN_IDS, split_spans
 from crayon.patterns import pattern_name, resolve_pattern
+from crayon.reference.pretokenize import split_specials
 from crayon.reference.train import (
     N_BYTES,
     TrainResult,
     Vocabulary,
     check_settings,
     count_spans,
-    count_words,
     words_of_spans,
 )
 
@@ -68,16 +69,12 @@ def train_bpe_jit(
 
     ``texts_or_files``: a ``str`` (one text), a path (``os.PathLike``, one UTF-8 file) or an iterable of
     both; each item is a separate document. Files are read as UTF-8 with their line endings kept; one that
-    is not valid UTF-8 raises ``ValueError`` naming it. ``workers``: processes counting words (default:
+    is not valid UTF-8 raises ``ValueError`` naming it. ``workers``: threads counting words (default:
     ``available_cores()``). ``progress``: tqdm bars for the counting and merging phases (rate, ETA).
     """
     specials = check_settings(vocab_size, special_tokens)
-    word_counts = count_words_parallel(
-        texts_or_files, pattern, specials, workers=workers or available_cores(), progress=progress
-    )
-    symbols, word_lengths, word_weights = word_arrays(word_counts)
-    n_tokens = vocab_size - len(specials)
-    merges = _run_merges(symbols, word_lengths, word_weights, n_tokens, progress)
+    words = count_words_jit(texts_or_files, pattern, specials, workers=workers or available_cores(), progress=progress)
+    merges = _run_merges(words, vocab_size - len(specials), progress)
     vocab = Vocabulary()
     for left, right in merges:
         vocab.merge(left, right)
@@ -92,7 +89,7 @@ def available_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def count_words_parallel(
+def count_words_jit(
     texts_or_files: str | os.PathLike | Iterable[str | os.PathLike],
     pattern: str,
     special_tokens: Sequence[str],
@@ -100,8 +97,13 @@ def count_words_parallel(
     workers: int,
     chunk_size: int = CHUNK_SIZE,
     progress: bool = False,
-) -> collections.Counter[bytes]:
-    """``crayon.reference.train.count_words`` over streamed chunks, counted by ``workers`` processes."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The words ``crayon.reference.train.count_words`` counts, as arrays: (their bytes end to end (uint8),
+    their lengths, their counts), in no particular order.
+
+    The named patterns split chunks with ``crayon.jit.pretokenize`` and count words into a ``WordBag``, in
+    ``workers`` threads (the kernels run without the GIL). A custom regex runs in this thread with ``regex``.
+    """
     bar = _progress_bar(progress, "counting words", unit="char", unit_scale=True)
 
     def counted(chunks: Iterable[str]) -> Iterator[str]:
@@ -110,28 +112,60 @@ def count_words_parallel(
             if bar is not None:
                 bar.update(len(chunk))
 
-    chunks = iter_chunks(texts_or_files, pattern, special_tokens, chunk_size)
-    first_chunks = list(itertools.islice(chunks, 2))
-    chunks = counted(itertools.chain(first_chunks, chunks))
-    if workers == 1 or len(first_chunks) < 2:  # one chunk: not worth starting processes
+    chunks = counted(iter_chunks(texts_or_files, pattern, special_tokens, chunk_size))
+    name = pattern_name(resolve_pattern(pattern))
+    if name is None:
         span_counts: collections.Counter[str] = collections.Counter()
         for chunk in chunks:
             count_spans(chunk, pattern, special_tokens, span_counts)
-        total = words_of_spans(span_counts)
+        word_counts = words_of_spans(span_counts)
+        arrays = (
+            np.frombuffer(b"".join(word_counts), np.uint8),
+            np.fromiter(map(len, word_counts), np.int64, len(word_counts)),
+            np.fromiter(word_counts.values(), np.int64, len(word_counts)),
+        )
     else:
-        total = collections.Counter()
-        context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
-        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
-            pending: collections.deque = collections.deque()
-            for chunk in chunks:  # at most two chunks per worker in flight: memory stays bounded
-                pending.append(pool.submit(count_words, chunk, pattern, special_tokens))
-                if len(pending) >= 2 * workers:
-                    total.update(pending.popleft().result())
-            for future in pending:
-                total.update(future.result())
+        arrays = _count_with_spanner(chunks, PATTERN_IDS[name], special_tokens, workers).arrays()
     if bar is not None:
         bar.close()
-    return total
+    return arrays
+
+
+def _count_with_spanner(chunks: Iterator[str], pattern_id: int, special_tokens: Sequence[str], workers: int):
+    """Count the words of ``chunks`` in ``workers`` threads, each into its own bag; return their sum."""
+    lock = threading.Lock()
+
+    def count_chunks() -> WordBag:
+        bag = WordBag()
+        while True:
+            with lock:  # a generator is not thread-safe
+                chunk = next(chunks, None)
+            if chunk is None:
+                return bag
+            for piece, is_special in split_specials(chunk, special_tokens):
+                if not is_special:
+                    data = np.frombuffer(_utf8(piece), np.uint8)
+                    bag.add_spans(data, split_spans(data, pattern_id))
+
+    if workers == 1:
+        return count_chunks()
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        bags = [future.result() for future in [pool.submit(count_chunks) for _ in range(workers)]]
+    for bag in bags[1:]:
+        bags[0].add_bag(bag)
+    return bags[0]
+
+
+def _utf8(text: str) -> bytes:
+    """The UTF-8 bytes of ``text``; a lone surrogate is refused with ValueError."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        context = text[max(error.start - 20, 0) : error.start + 20]
+        raise ValueError(
+            f"training text contains a lone surrogate {text[error.start]!r} (in {context!r}); "
+            "it has no UTF-8 encoding"
+        ) from None
 
 
 def iter_chunks(
@@ -215,14 +249,6 @@ def _last_safe_cut(window: str, low: int, high: int, straddlers: list[str], reac
     return None
 
 
-def word_arrays(word_counts: dict[bytes, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The words of two bytes or more as (bytes end to end, word lengths, word counts) arrays."""
-    words = [word for word in word_counts if len(word) > 1]  # a single byte has no pair to merge
-    lengths = np.fromiter(map(len, words), np.int64, len(words))
-    weights = np.fromiter((word_counts[word] for word in words), np.int64, len(words))
-    return np.frombuffer(b"".join(words), np.uint8), lengths, weights
-
-
 def _progress_bar(enabled: bool, description: str, **options):
     if not enabled:
         return None
@@ -234,12 +260,120 @@ def _progress_bar(enabled: bool, description: str, **options):
     return tqdm(desc=description, **options)
 
 
+# -------------------------------------------------------------------------------------------------- word bag
+
+
+_WORD_START, _WORD_LENGTH, _WORD_COUNT, _WORD_HASH = range(4)  # columns of a bag's word table
+
+
+class WordBag:
+    """Distinct words and their counts in flat arrays, filled by Numba kernels that run without the GIL.
+
+    ``word_bytes`` holds the words end to end in the order first seen; ``words`` has a row (start, length,
+    count, hash) per word; ``table`` is an open-addressing hash table of word ids (at most half full);
+    ``sizes`` is (number of words, number of bytes)."""
+
+    def __init__(self) -> None:
+        self.word_bytes = np.empty(1 << 16, np.uint8)
+        self.words = np.empty((1 << 12, 4), np.int64)
+        self.table = np.full(1 << 13, _EMPTY, np.int64)
+        self.sizes = np.zeros(2, np.int64)
+
+    def add_spans(self, data: np.ndarray, ends: np.ndarray) -> None:
+        """Count each span data[ends[i-1]:ends[i]] (the first starts at 0) once."""
+        self.word_bytes, self.words, self.table = _bag_add_spans(
+            self.word_bytes, self.words, self.table, self.sizes, data, ends
+        )
+
+    def add_bag(self, other: WordBag) -> None:
+        """Add the words and counts of ``other``."""
+        self.word_bytes, self.words, self.table = _bag_add_bag(
+            self.word_bytes, self.words, self.table, self.sizes, other.word_bytes, other.words, other.sizes
+        )
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(the words' bytes end to end, their lengths, their counts)."""
+        n_words, n_bytes = self.sizes
+        return (
+            self.word_bytes[:n_bytes],
+            np.ascontiguousarray(self.words[:n_words, _WORD_LENGTH]),
+            np.ascontiguousarray(self.words[:n_words, _WORD_COUNT]),
+        )
+
+
+@njit(cache=True, nogil=True)
+def _bag_reserve(word_bytes, words, table, sizes, more_words, more_bytes):
+    """The bag's arrays, grown so that ``more_words`` new words of ``more_bytes`` bytes in all fit."""
+    n_words, n_bytes = sizes[0], sizes[1]
+    word_bytes = _grown(word_bytes, n_bytes + more_bytes)
+    words = _grown(words, n_words + more_words)
+    if 2 * (n_words + more_words) > table.shape[0]:
+        size = table.shape[0]
+        while 2 * (n_words + more_words) > size:
+            size *= 2
+        table = np.full(size, _EMPTY, np.int64)
+        for word in range(n_words):
+            slot = _hash_slot(np.uint64(words[word, _WORD_HASH]), size - 1)
+            while table[slot] != _EMPTY:
+                slot = (slot + 1) & (size - 1)
+            table[slot] = word
+    return word_bytes, words, table
+
+
+@njit(cache=True, nogil=True)
+def _bag_add(word_bytes, words, table, sizes, source, start, length, count):
+    """Count the word source[start:start+length] ``count`` times; the bag needs room for it."""
+    digest = _fnv1a(source, start, length, _FNV_OFFSET)
+    mask = table.shape[0] - 1
+    slot = _hash_slot(digest, mask)
+    while table[slot] != _EMPTY:
+        word = table[slot]
+        if (
+            words[word, _WORD_HASH] == np.int64(digest)
+            and words[word, _WORD_LENGTH] == length
+            and _same_bytes(word_bytes, words[word, _WORD_START], source, start, length)
+        ):
+            words[word, _WORD_COUNT] += count
+            return
+        slot = (slot + 1) & mask
+    n_words, n_bytes = sizes[0], sizes[1]
+    _copy_bytes(word_bytes, n_bytes, source, start, length)
+    words[n_words, _WORD_START] = n_bytes
+    words[n_words, _WORD_LENGTH] = length
+    words[n_words, _WORD_COUNT] = count
+    words[n_words, _WORD_HASH] = np.int64(digest)
+    table[slot] = n_words
+    sizes[0] = n_words + 1
+    sizes[1] = n_bytes + length
+
+
+@njit(cache=True, nogil=True)
+def _bag_add_spans(word_bytes, words, table, sizes, data, ends):
+    word_bytes, words, table = _bag_reserve(word_bytes, words, table, sizes, ends.shape[0], data.shape[0])
+    start = 0
+    for end in ends:
+        _bag_add(word_bytes, words, table, sizes, data, start, end - start, 1)
+        start = end
+    return word_bytes, words, table
+
+
+@njit(cache=True, nogil=True)
+def _bag_add_bag(word_bytes, words, table, sizes, other_bytes, other_words, other_sizes):
+    word_bytes, words, table = _bag_reserve(word_bytes, words, table, sizes, other_sizes[0], other_sizes[1])
+    for word in range(other_sizes[0]):
+        start, length = other_words[word, _WORD_START], other_words[word, _WORD_LENGTH]
+        _bag_add(word_bytes, words, table, sizes, other_bytes, start, length, other_words[word, _WORD_COUNT])
+    return word_bytes, words, table
+
+
 # ---------------------------------------------------------------------------------------------------- merges
 
 
-def _run_merges(symbols, word_lengths, word_weights, n_tokens: int, progress: bool) -> np.ndarray:
+def _run_merges(arrays: tuple[np.ndarray, np.ndarray, np.ndarray], n_tokens: int, progress: bool) -> np.ndarray:
     """Run ``learn_merges``; with ``progress``, in a thread while a bar follows its token count."""
     progress_cell = np.zeros(1, np.int64)
+    # One compiled version of the kernel: writable C-contiguous arrays, whoever made them.
+    symbols, word_lengths, word_weights = (np.require(array, requirements="CW") for array in arrays)
     if not progress:
         return learn_merges(symbols, word_lengths, word_weights, n_tokens, progress_cell)
     bar = _progress_bar(True, "merging", total=n_tokens - N_BYTES, unit="token")
@@ -263,6 +397,7 @@ def _grown(array, needed):
 
 @njit(cache=True)
 def _hash_slot(key, mask):
+    """The home slot of a 64-bit key (or hash) in an open-addressing table of mask + 1 slots."""
     mixed = np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)
     return np.int64(mixed ^ (mixed >> np.uint64(32))) & mask
 
@@ -386,18 +521,31 @@ def _fnv1a(data, start, length, digest):
 
 
 @njit(cache=True)
+def _copy_bytes(target, target_start, source, source_start, length):
+    for i in range(length):
+        target[target_start + i] = source[source_start + i]
+
+
+@njit(cache=True)
+def _same_bytes(data, start, other, other_start, length):
+    """Whether data[start:start+length] equals other[other_start:other_start+length]."""
+    for i in range(length):
+        if data[start + i] != other[other_start + i]:
+            return False
+    return True
+
+
+@njit(cache=True)
 def _is_concatenation(token_bytes, token_spans, candidate, left, right):
     """Whether token ``candidate``'s bytes are token ``left``'s followed by token ``right``'s."""
     start, length = token_spans[candidate, 0], token_spans[candidate, 1]
     left_start, left_length = token_spans[left, 0], token_spans[left, 1]
-    right_start = token_spans[right, 0]
-    if length != left_length + token_spans[right, 1]:
-        return False
-    for i in range(length):
-        source = left_start + i if i < left_length else right_start + i - left_length
-        if token_bytes[start + i] != token_bytes[source]:
-            return False
-    return True
+    right_start, right_length = token_spans[right, 0], token_spans[right, 1]
+    return (
+        length == left_length + right_length
+        and _same_bytes(token_bytes, start, token_bytes, left_start, left_length)
+        and _same_bytes(token_bytes, start + left_length, token_bytes, right_start, right_length)
+    )
 
 
 @njit(cache=True)
@@ -415,7 +563,7 @@ def _byte_tokens(max_tokens):
         token_spans[byte, 0] = byte
         token_spans[byte, 1] = 1
         token_hashes[byte] = _fnv1a(token_bytes, byte, 1, _FNV_OFFSET)
-        slot = np.int64(token_hashes[byte] >> np.uint64(16)) & (table_size - 1)
+        slot = _hash_slot(token_hashes[byte], table_size - 1)
         while token_table[slot] != _EMPTY:
             slot = (slot + 1) & (table_size - 1)
         token_table[slot] = byte
@@ -431,17 +579,15 @@ def _merged_token(left, right, token_bytes, token_spans, token_hashes, token_tab
     right_start, right_length = token_spans[right, 0], token_spans[right, 1]
     digest = _fnv1a(token_bytes, right_start, right_length, _fnv1a(token_bytes, left_start, left_length, _FNV_OFFSET))
     mask = token_table.shape[0] - 1
-    slot = np.int64(digest >> np.uint64(16)) & mask
+    slot = _hash_slot(digest, mask)
     while token_table[slot] != _EMPTY:
         candidate = token_table[slot]
         if token_hashes[candidate] == digest and _is_concatenation(token_bytes, token_spans, candidate, left, right):
             return candidate, n_tokens
         slot = (slot + 1) & mask
     start = token_spans[n_tokens - 1, 0] + token_spans[n_tokens - 1, 1]
-    for i in range(left_length):
-        token_bytes[start + i] = token_bytes[left_start + i]
-    for i in range(right_length):
-        token_bytes[start + left_length + i] = token_bytes[right_start + i]
+    _copy_bytes(token_bytes, start, token_bytes, left_start, left_length)
+    _copy_bytes(token_bytes, start + left_length, token_bytes, right_start, right_length)
     token_spans[n_tokens, 0] = start
     token_spans[n_tokens, 1] = left_length + right_length
     token_hashes[n_tokens] = digest

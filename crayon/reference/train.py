@@ -7,9 +7,11 @@ The rules both trainers follow (and ``crayon.jit.train`` too, merge for merge):
   a *word*, UTF-8 encoded and counted; merges never cross word boundaries. Text with a lone surrogate (no
   UTF-8 encoding) is refused with ``ValueError``.
 - **Ids.** 0..255 are the single bytes in byte order; each merge that makes new token bytes gives them the
-  next id. A merge whose result equals bytes already in the vocabulary (possible when two different splits
-  of the same bytes both get merged) reuses that id, as HF tokenizers does, so ``ranks`` maps bytes to ids
-  one to one and works as tiktoken's ``mergeable_ranks``. Special tokens get the ids after the learned ones.
+  next id. A merge whose result equals bytes already in the vocabulary (were two different splits of the
+  same bytes both merged) reuses that id, as HF tokenizers does, so ``ranks`` maps bytes to ids one to one.
+  ``ranks`` works as tiktoken's ``mergeable_ranks``: tiktoken's rule (merge the adjacent pair whose
+  concatenation has the lowest rank) gives the training's segmentation of the training text (tested).
+  Special tokens get the ids after the learned ones, in the order given.
 - **Counts.** A pair's count is its number of adjacent occurrences, overlapping ones included ("aaa" holds
   (a, a) twice), each weighted by its word's count.
 - **Tie-break.** Each step merges the pair with the highest count; among equal counts, the pair with the
@@ -23,6 +25,7 @@ The rules both trainers follow (and ``crayon.jit.train`` too, merge for merge):
 from __future__ import annotations
 
 import heapq
+import operator
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Sequence
@@ -51,7 +54,7 @@ def check_settings(vocab_size: int, special_tokens: str | Sequence[str]) -> tupl
             raise ValueError(f"special tokens must be non-empty strings, got {token!r}")
     if len(set(specials)) != len(specials):
         raise ValueError(f"special tokens must be distinct, got {specials!r}")
-    if not isinstance(vocab_size, int) or vocab_size < N_BYTES + len(specials):
+    if operator.index(vocab_size) < N_BYTES + len(specials):
         raise ValueError(
             f"vocab_size={vocab_size!r} is smaller than the {N_BYTES} byte tokens plus "
             f"{len(specials)} special token(s); it must be at least {N_BYTES + len(specials)}"
@@ -114,6 +117,7 @@ class Vocabulary:
         return self.ranks[merged]
 
     def result(self, merges: list[tuple[int, int]], special_tokens: Sequence[str], pattern: str) -> TrainResult:
+        """The training result: ``merges`` (pairs of ids) as bytes, special tokens numbered after the tokens."""
         n_learned = len(self.ranks)
         return TrainResult(
             merges=[(self.token_bytes[left], self.token_bytes[right]) for left, right in merges],
