@@ -44,7 +44,9 @@ def main() -> None:
 
     ranks = load_tiktoken_bpe(find_vocabulary_file(NAME))
     encoding = OPENAI_ENCODINGS[NAME]
-    reference = tiktoken.Encoding(NAME, pat_str=encoding.pattern, mergeable_ranks=ranks, special_tokens=encoding.special_tokens)
+    reference = tiktoken.Encoding(
+        NAME, pat_str=encoding.pattern, mergeable_ranks=ranks, special_tokens=encoding.special_tokens
+    )
     first_reserved = reference.n_vocab
     dat = compile_dat(list(ranks), list(ranks.values()))
     fallback = byte_fallback_ids(*dat, first_reserved)
@@ -64,7 +66,9 @@ def main() -> None:
         megabytes = len(data) / 1e6
         ends = span_ends(data, NAME)
         model_cpu, model_wall, ids = best_times(lambda: encode_spans(array, ends, *dat, fallback), args.repeat)
-        fast_cpu, _, fast_ids = best_times(lambda: encode_spans(array, ends, *dat, fallback, ascii_fast_path=True), args.repeat)
+        fast_cpu, _, fast_ids = best_times(
+            lambda: encode_spans(array, ends, *dat, fallback, ascii_fast_path=True), args.repeat
+        )
         full_cpu, _, _ = best_times(lambda: encode_spans(array, span_ends(data, NAME), *dat, fallback), args.repeat)
         tiktoken_cpu, tiktoken_wall, bpe_ids = best_times(lambda: reference.encode_ordinary(text), 2)
         if not np.array_equal(ids, fast_ids) or decode(ids.tolist(), tokens, first_reserved) != data:

@@ -53,7 +53,8 @@ def main() -> None:
     args = parser.parse_args()
 
     rows = []
-    print(f"{'vocabulary':<12} {'file MB':>7} {'median open ms':>14} {'p90 ms':>7} {'verify ms':>9} {'touch pages ms':>14}")
+    print(f"{'vocabulary':<12} {'file MB':>7} {'median open ms':>14} {'p90 ms':>7} {'verify ms':>9}"
+          f" {'touch pages ms':>14}")
     with tempfile.TemporaryDirectory() as folder:
         for name in VOCABULARIES:
             path = Path(folder) / f"{name}.crayon"

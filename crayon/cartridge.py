@@ -229,7 +229,8 @@ def _read_header(path: Path, mapping: mmap.mmap, size: int):
 
     entries, previous_end = [], header_size
     for index in range(count):
-        raw_name, code, ndim, zero, section_crc, offset, rows, columns = _ENTRY.unpack_from(mapping, ALIGNMENT + _ENTRY.size * index)
+        entry = _ENTRY.unpack_from(mapping, ALIGNMENT + _ENTRY.size * index)
+        raw_name, code, ndim, zero, section_crc, offset, rows, columns = entry
         name = raw_name.rstrip(b"\0").decode("ascii", errors="replace")
         if not name or not name.isprintable() or b"\0" in raw_name.rstrip(b"\0") or any(name == e[0] for e in entries):
             raise CartridgeError(f"{path}: section {index} has a bad or repeated name {raw_name!r}")
@@ -395,7 +396,8 @@ def read_seed_v2(dat_path: str | os.PathLike, json_path: str | os.PathLike | Non
     if version != SEED_V2_VERSION:
         raise CartridgeError(f"{dat_path}: Crayon .dat version {version}; only version 2 is read")
     if nodes < 1 or size != _SEED_V2_HEADER.size + 12 * nodes:
-        raise CartridgeError(f"{dat_path}: {nodes} nodes need {_SEED_V2_HEADER.size + 12 * nodes} bytes, file has {size}")
+        needed = _SEED_V2_HEADER.size + 12 * nodes
+        raise CartridgeError(f"{dat_path}: {nodes} nodes need {needed} bytes, the file has {size}")
     arrays = np.memmap(dat_path, dtype="<i4", mode="r", offset=_SEED_V2_HEADER.size, shape=(3, nodes))
     return SeedV2Vocabulary(arrays[0], arrays[1], arrays[2], _read_seed_v2_json(json_path))
 
@@ -432,4 +434,5 @@ def write_seed_v2(
         handle.write(_SEED_V2_HEADER.pack(SEED_V2_MAGIC, SEED_V2_VERSION, len(arrays[0])))
         for array in arrays:
             handle.write(array.tobytes())
-    json_path.write_text(json.dumps(tokens if isinstance(tokens, Mapping) else list(tokens), ensure_ascii=False), encoding="utf-8")
+    vocabulary = dict(tokens) if isinstance(tokens, Mapping) else list(tokens)
+    json_path.write_text(json.dumps(vocabulary, ensure_ascii=False), encoding="utf-8")

@@ -260,7 +260,9 @@ def test_verify_refuses_broken_invariants_behind_valid_checksums(tmp_path, secti
 
 def test_verify_refuses_unreachable_cycles(tmp_path):
     # Two free slots made into a cycle: each one's CHECK points at the other, both at BASE + byte of the other.
-    base, check, values = (np.array(a, dtype=np.int32) for a in ([1, 0, 0, 0, 0], [-1, 0, -1, -1, -1], [-1, 0, -1, -1, -1]))
+    base = np.array([1, 0, 0, 0, 0], dtype=np.int32)
+    check = np.array([-1, 0, -1, -1, -1], dtype=np.int32)
+    values = check.copy()
     base[2], base[3], check[2], check[3] = 1, 0, 3, 2
     write_cartridge(tmp_path / "cycle.crayon", {}, {BASE: base, CHECK: check, VALUES: values})
     with pytest.raises(CartridgeError, match="cycle|free slots"):
@@ -321,7 +323,8 @@ def mangled_copies(path: Path, sections, folder: Path) -> list[Path]:
     data = path.read_bytes()
     header_size = FIXED.unpack_from(data, 0)[3]
     rng = np.random.default_rng(3)
-    variants = [data[:cut] for cut in sorted({*range(0, header_size + 70, 7), *rng.integers(0, len(data), 60).tolist()})]
+    cuts = {*range(0, header_size + 70, 7), *rng.integers(0, len(data), 60).tolist()}
+    variants = [data[:cut] for cut in sorted(cuts)]
     for position in [*range(0, header_size, 3), *rng.integers(header_size, len(data), 250).tolist()]:
         flipped = bytearray(data)
         flipped[position] ^= 1 << int(rng.integers(8))
@@ -336,7 +339,8 @@ def mangled_copies(path: Path, sections, folder: Path) -> list[Path]:
         changed = dict(sections)
         changed[name] = sections[name].copy()
         where = rng.integers(0, len(changed[name]), size=1 + number % 5)
-        changed[name][where] = rng.choice(absurd, size=len(where)) if number % 2 else rng.integers(-(2**31), 2**31 - 1, len(where))
+        random_values = rng.integers(-(2**31), 2**31 - 1, len(where))
+        changed[name][where] = rng.choice(absurd, size=len(where)) if number % 2 else random_values
         files.append(folder / f"absurd{number}.crayon")
         write_cartridge(files[-1], METADATA, changed)
     return files

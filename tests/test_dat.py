@@ -103,7 +103,7 @@ def test_walkers_never_read_out_of_bounds_on_hostile_arrays():
     data = rng.integers(0, 256, size=4096).astype(np.uint8)
     for size in (1, 2, 300):
         for scale in (10, 2**31 - 1):
-            base, check, values = (rng.integers(-scale, scale, size=size, dtype=np.int64).astype(np.int32) for _ in range(3))
+            base, check, values = rng.integers(-scale, scale, size=(3, size), dtype=np.int64).astype(np.int32)
             for start in range(0, 4096, 97):
                 best_id, best_length = jit_dat.longest_prefix(base, check, values, data, start, 4096)
                 assert 0 <= best_length <= 4096 - start
@@ -143,4 +143,6 @@ def test_vocabulary_layout_notebook_runs():
         pytest.skip(f"shared corpora {CORPORA_DIR} are absent")
     folder = Path(__file__).resolve().parents[1] / "notebooks"
     notebook = nbformat.read(folder / "vocabulary_layout.ipynb", as_version=4)
-    nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute()
+    resources = {"metadata": {"path": str(folder)}}
+    client = nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3", resources=resources)
+    client.execute()

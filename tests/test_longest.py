@@ -47,7 +47,8 @@ def encode_both(data: bytes, ends: list[int], kind: str) -> list[int]:
     dat, fallback = model(kind)
     expected = ref_longest.encode_spans(data, ends, *dat, fallback)
     for fast in (False, True):
-        ids = jit_longest.encode_spans(np.frombuffer(data, np.uint8), np.array(ends, np.int64), *dat, fallback, ascii_fast_path=fast)
+        text, span_ends_array = np.frombuffer(data, np.uint8), np.array(ends, np.int64)
+        ids = jit_longest.encode_spans(text, span_ends_array, *dat, fallback, ascii_fast_path=fast)
         assert ids.dtype == np.int32 and ids.tolist() == expected
     return expected
 
@@ -129,7 +130,9 @@ def test_hostile_dat_arrays_give_ids_not_crashes(scale):
     data = corpus_text("multilingual.txt", limit=3000).encode("utf-8")
     fallback = np.arange(256, dtype=np.int32)
     for size in (1, 7, 500):
-        base, check, values = (rng.integers(-scale, scale, size=size, dtype=np.int64).astype(np.int32) for _ in range(3))
+        base, check, values = rng.integers(-scale, scale, size=(3, size), dtype=np.int64).astype(np.int32)
         for fast in (False, True):
-            ids = jit_longest.encode_spans(np.frombuffer(data, np.uint8), np.array([len(data)]), base, check, values, fallback, ascii_fast_path=fast)
+            text = np.frombuffer(data, np.uint8)
+            ends = np.array([len(data)])
+            ids = jit_longest.encode_spans(text, ends, base, check, values, fallback, ascii_fast_path=fast)
             assert 1 <= len(ids) <= len(data)

@@ -1,8 +1,9 @@
 """Numba double-array trie: the same arrays as ``crayon.reference.dat`` (same contract, same packing), fast.
 
 ``compile_dat`` builds the trie from the tokens sorted by bytes (so nodes come out in DFS preorder, the
-reference's tie-break order), packs it with the first-fit scan over a "next free slot" skip list, and returns
-``(base, check, values)`` identical to the reference's.
+reference's tie-break order) and packs it with the same first-fit rule, scanning a bitmap of claimed slots 64
+bases at a time from the seed's "last free slot" cache (and from a per-gap cache for nodes with two or more
+children), so ``(base, check, values)`` are identical to the reference's.
 
 ``transition``, ``longest_prefix`` and ``lookup`` are ``@njit`` helpers other kernels (the JIT BPE encoders)
 call to walk a DAT. They bounds-check every read, so a corrupt DAT gives wrong answers, never a crash; the
@@ -32,7 +33,8 @@ def compile_dat(
     tokens = list(tokens)
     ids_array = np.arange(len(tokens), dtype=np.int64) if ids is None else np.asarray(ids, dtype=np.int64)
     lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
-    if len(ids_array) != len(tokens) or not lengths.all() or (len(ids_array) and not 0 <= ids_array.min() <= ids_array.max() < 2**31 - 1):
+    ids_in_range = not len(ids_array) or 0 <= ids_array.min() <= ids_array.max() < 2**31 - 1
+    if len(ids_array) != len(tokens) or not lengths.all() or not ids_in_range:
         validate_vocabulary(tokens, ids_array.tolist())  # raises, saying what is wrong
     starts = np.zeros(len(tokens) + 1, dtype=np.int64)
     np.cumsum(lengths, out=starts[1:])
@@ -139,7 +141,7 @@ def _subtree_weights(parent, node_token, weights):
     return total
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _claimed_bits(claimed, slot):
     """64 claim bits of slots ``slot .. slot + 63`` (bit i for slot + i); slots past the end are free."""
     word, shift = slot >> 6, slot & 63
@@ -184,12 +186,22 @@ def _first_fit(claimed, labels, lowest_slot, pair_start):
 
 
 @njit(cache=True)
+def _grown(claimed):
+    """``claimed`` with twice the room (new slots free); a loop, as slice assignment is slow to compile."""
+    larger = np.zeros(2 * len(claimed) + 8, dtype=np.uint64)
+    for word in range(len(claimed)):
+        larger[word] = claimed[word]
+    return larger
+
+
+@njit(cache=True)
 def _pack(parent, label, degree, node_token, ids, packing_order):
     n_nodes = len(parent)
     child_start = np.zeros(n_nodes + 1, dtype=np.int64)
-    child_start[1:] = np.cumsum(degree)
+    for node in range(n_nodes):  # a loop: np.cumsum takes seconds to compile
+        child_start[node + 1] = child_start[node] + degree[node]
     child_labels = np.empty(max(n_nodes - 1, 0), dtype=np.int64)
-    filled = child_start[:-1].copy()
+    filled = child_start.copy()
     for node in range(1, n_nodes):  # preorder: each parent's children arrive in byte order
         child_labels[filled[parent[node]]] = label[node]
         filled[parent[node]] += 1
@@ -208,9 +220,7 @@ def _pack(parent, label, degree, node_token, ids, packing_order):
         base = _first_fit(claimed, labels, lowest_slot, pair_start)
         end = max(end, base + labels[-1] + 1)
         if (end >> 6) + 1 >= len(claimed):
-            larger = np.zeros(2 * len(claimed) + 8, dtype=np.uint64)
-            larger[: len(claimed)] = claimed
-            claimed = larger
+            claimed = _grown(claimed)
         for child_label in labels:
             slot = base + child_label
             claimed[slot >> 6] |= np.uint64(1) << np.uint64(slot & 63)
@@ -219,8 +229,9 @@ def _pack(parent, label, degree, node_token, ids, packing_order):
         node_base[node] = base
 
     base_array = np.zeros(end, dtype=np.int32)
-    check_array = np.full(end, FREE, dtype=np.int32)
-    values_array = np.full(end, FREE, dtype=np.int32)
+    check_array = np.empty(end, dtype=np.int32)
+    check_array[:] = FREE
+    values_array = check_array.copy()
     slot_of = np.zeros(n_nodes, dtype=np.int64)
     for node in range(n_nodes):  # preorder: a parent's slot is known before its children's
         if node > 0:

@@ -38,11 +38,11 @@ def compile_dat(
     ids: Sequence[int] | None = None,
     *,
     order: str = "out_degree",
-    weights: Sequence[float] | None = None,
+    weights: Sequence[int] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pack ``tokens`` (token ``tokens[i]`` has id ``ids[i]``, default ``i``) into ``(base, check, values)``.
 
-    ``weights`` (one per token, e.g. corpus frequencies) is required by ``order="frequency"``.
+    ``weights`` (one integer per token, e.g. corpus counts) is required by ``order="frequency"``.
     """
     ids = list(range(len(tokens))) if ids is None else [int(i) for i in ids]
     validate_vocabulary(tokens, ids)
@@ -135,14 +135,14 @@ class FreeSlots:
         self.end = max(self.end, slot + 1)
 
 
-def _node_weights(tokens, weights, prefixes, node_of) -> list[float]:
+def _node_weights(tokens, weights, prefixes, node_of) -> list[int]:
     """Weight of each trie node: the total weight of the tokens in its subtree."""
     if weights is None or len(weights) != len(tokens):
         raise ValueError('order="frequency" needs one weight per token')
-    node_weight = [0.0] * len(prefixes)
+    node_weight = [0] * len(prefixes)
     for token, weight in zip(tokens, weights):
         for k in range(len(token) + 1):
-            node_weight[node_of[token[:k]]] += float(weight)
+            node_weight[node_of[token[:k]]] += int(weight)
     return node_weight
 
 
