@@ -71,10 +71,9 @@ def _placeholder(dtype) -> "cuda.devicearray.DeviceNDArray":
     return cuda.to_device(np.zeros(1, dtype))
 
 
-def _zeros(count: int, dtype):
-    array = cuda.device_array(max(count, 1), dtype=dtype)
-    kernels.zero_fill[blocks_for(array.shape[0]), THREADS_PER_BLOCK](array)
-    return array
+def _zero(dtype):
+    """A one-element device counter or flag, zeroed."""
+    return cuda.to_device(np.zeros(1, dtype))
 
 
 def _launch(kernel, count: int, *args) -> None:
@@ -168,7 +167,7 @@ class _GpuPipeline:
         d_marks = self._span_marks(d_data, layout, d_chunks) if marks is None else cuda.to_device(marks)
 
         d_tokens = cuda.device_array(size, self.token_dtype)
-        d_counts = _zeros(size, np.int32)
+        d_counts = cuda.device_array(size, np.int32)  # the model kernel zeroes each chunk's counts
         self._encode_marked_spans(data, d_data, chunks, d_chunks, d_marks, d_tokens, d_counts)
 
         d_totals = cuda.device_array(chunks, np.int64)
@@ -192,7 +191,7 @@ class _GpuPipeline:
         else:
             d_classes = cuda.device_array(d_data.shape[0], np.uint8)
             _launch(kernels.classify_chunks, chunks, d_data, d_starts, d_stops, char_tables, d_classes)
-        d_marks = _zeros(d_data.shape[0], np.uint8)
+        d_marks = cuda.device_array(d_data.shape[0], np.uint8)  # span_chunks clears each chunk's marks
         d_entries = cuda.device_array(chunks, np.int64)
         d_exits = cuda.device_array(chunks, np.int64)
         _launch(kernels.span_chunks, chunks, d_data, d_classes, d_starts, d_stops, d_doc_stops, self.pattern_id,
@@ -200,7 +199,7 @@ class _GpuPipeline:
         d_first_of_doc = cuda.to_device(layout.first_of_doc)
         passes = 0
         while True:
-            d_changed = _zeros(1, np.int32)
+            d_changed = _zero(np.int32)
             _launch(kernels.fix_chunks, chunks, d_data, d_classes, d_starts, d_stops, d_doc_stops, d_first_of_doc,
                     self.pattern_id, char_tables, dat, d_marks, d_entries, d_exits, d_changed)
             passes += 1
@@ -269,8 +268,8 @@ class CudaEngine(_GpuPipeline):
     def _encode_marked_spans(self, data, d_data, chunks, d_chunks, d_marks, d_tokens, d_counts) -> None:
         size = len(data)
         d_long_spans = cuda.device_array((size // (self.local_limit + 1) + 1, 2), np.int64)
-        d_long_count = _zeros(1, np.int64)
-        d_status = _zeros(1, np.int64)
+        d_long_count = _zero(np.int64)
+        d_status = _zero(np.int64)
         _launch(kernels.encode_chunks, chunks, d_data, *d_chunks, d_marks, self._bpe, self._memo, self.local_encoder,
                 self.local_limit, d_tokens, d_counts, d_long_spans, d_long_count, d_status)
         long_count = int(d_long_count.copy_to_host()[0])

@@ -46,8 +46,10 @@ from crayon.jit.engine import encode_span_into
 from crayon.jit.pretokenize import classify_characters, fill_span_ends
 
 LONGEST_CHAIN = -1  # the "pattern" of texts without pre-tokenization under longest match: tokens are the spans
-THREADS_PER_BLOCK = 128
-SCAN_THREADS = 256
+# The simulator runs every thread of a block as a Python thread: small blocks keep the tests fast (and make
+# them take the scan's multi-level path); the kernels are the same.
+THREADS_PER_BLOCK = 32 if config.ENABLE_CUDASIM else 128
+SCAN_THREADS = 32 if config.ENABLE_CUDASIM else 256
 SCAN_ITEMS = 8  # values per scan thread: a block scans SCAN_THREADS * SCAN_ITEMS values
 LOCAL_SCRATCH = MERGE_LOOP_LOCAL_BYTES  # int64 merge-loop scratch of a thread
 LOCAL_ALIVE = BACKTRACK_LOCAL_BYTES + 1  # uint8 backtracking scratch of a thread
@@ -70,13 +72,6 @@ else:
 
 def blocks_for(count: int, threads: int = THREADS_PER_BLOCK) -> int:
     return (count + threads - 1) // threads
-
-
-@cuda.jit(cache=True)
-def zero_fill(array):
-    index = cuda.grid(1)
-    if index < array.shape[0]:
-        array[index] = 0
 
 
 # --- spanner -----------------------------------------------------------------------------------------
@@ -104,13 +99,16 @@ def next_span_start(data, classes, position, doc_stop, pattern_id, char_tables, 
 
 @cuda.jit(cache=True)
 def span_chunks(data, classes, starts, stops, doc_stops, pattern_id, char_tables, dat, marks, entries, exits):
-    """Each chunk follows the span chain from its first byte: mark span starts, record where it leaves."""
+    """Each chunk follows the span chain from its first byte: mark span starts (the chunk's marks are cleared
+    first), record where it leaves."""
     chunk = cuda.grid(1)
     if chunk >= starts.shape[0]:
         return
     found = cuda.local.array(1, int64)
     position = starts[chunk]
     stop, doc_stop = stops[chunk], doc_stops[chunk]
+    for cleared in range(position, stop):
+        marks[cleared] = 0
     while position < stop:
         marks[position] = 1
         position = next_span_start(data, classes, position, doc_stop, pattern_id, char_tables, dat, found)
@@ -161,7 +159,8 @@ def span_stop(marks, position, doc_stop):
 @cuda.jit(cache=True)
 def encode_chunks(data, starts, stops, doc_stops, marks, bpe, memo, local_encoder, local_limit, tokens, counts,
                   long_spans, long_count, status):
-    """Encode the spans that start in each chunk; queue those longer than ``local_limit`` bytes."""
+    """Encode the spans that start in each chunk (its counts are cleared first); queue those longer than
+    ``local_limit`` bytes."""
     chunk = cuda.grid(1)
     if chunk >= starts.shape[0]:
         return
@@ -169,6 +168,8 @@ def encode_chunks(data, starts, stops, doc_stops, marks, bpe, memo, local_encode
     alive = cuda.local.array(LOCAL_ALIVE, uint8)
     text, tables, out = host_view(data), host_view(bpe), host_view(tokens)
     doc_stop = doc_stops[chunk]
+    for position in range(starts[chunk], stops[chunk]):
+        counts[position] = 0
     for position in range(starts[chunk], stops[chunk]):
         if marks[position] == 0:
             continue
@@ -218,6 +219,8 @@ def longest_chunks(data, starts, stops, doc_stops, marks, dat, fallback, tokens,
             stop = span_stop(marks, position, doc_stop)
             counts[position] = longest.encode_span_into(text, position, stop, base, check, values, fallback_ids, out,
                                                         position, False) - position
+        else:
+            counts[position] = 0
 
 
 # --- compaction --------------------------------------------------------------------------------------
