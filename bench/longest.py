@@ -25,7 +25,7 @@ from crayon.jit.dat import compile_dat
 from crayon.jit.longest import encode_spans
 from crayon.jit.pretokenize import span_ends
 from crayon.profiles import OPENAI_ENCODINGS, find_vocabulary_file
-from crayon.reference.longest import byte_fallback_ids, decode
+from crayon.reference.longest import LongestMatchModel
 from crayon.reference.tiktoken_io import load_tiktoken_bpe
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,9 +48,9 @@ def main() -> None:
         NAME, pat_str=encoding.pattern, mergeable_ranks=ranks, special_tokens=encoding.special_tokens
     )
     first_reserved = reference.n_vocab
-    dat = compile_dat(list(ranks), list(ranks.values()))
-    fallback = byte_fallback_ids(*dat, first_reserved)
-    tokens = {rank: token for token, rank in ranks.items()}
+    model = LongestMatchModel({rank: token for token, rank in ranks.items()},
+                              *compile_dat(list(ranks), list(ranks.values())), first_reserved)
+    dat, fallback = (model.base, model.check, model.values), model.fallback
     warm_up = np.frombuffer(b"warm up", np.uint8)
     for fast in (False, True):
         encode_spans(warm_up, span_ends(b"warm up", NAME), *dat, fallback, ascii_fast_path=fast)
@@ -71,7 +71,7 @@ def main() -> None:
         )
         full_cpu, _, _ = best_times(lambda: encode_spans(array, span_ends(data, NAME), *dat, fallback), args.repeat)
         tiktoken_cpu, tiktoken_wall, bpe_ids = best_times(lambda: reference.encode_ordinary(text), 2)
-        if not np.array_equal(ids, fast_ids) or decode(ids.tolist(), tokens, first_reserved) != data:
+        if not np.array_equal(ids, fast_ids) or b"".join(map(model.token_bytes.__getitem__, ids.tolist())) != data:
             raise SystemExit(f"longest match failed its round trip on {path.name}")
         row = {
             "corpus": path.name,

@@ -384,10 +384,11 @@ def test_seed_v2_files_round_trip_and_encode_like_cartridges(tmp_path, sections,
     for read, written in zip((seed.base, seed.check, seed.values), dat):
         np.testing.assert_array_equal(read, written)
     assert seed.tokens == {i: s.encode() for i, s in zip(ids, strings)}
-    fallback = longest.byte_fallback_ids(seed.base, seed.check, seed.values, 100)
+    model = longest.LongestMatchModel(seed.tokens, seed.base, seed.check, seed.values, first_reserved_id=100)
     data = "hello world! 日本".encode()
-    encoded = longest.encode_spans(data, [len(data)], seed.base, seed.check, seed.values, fallback)
-    assert longest.decode(encoded, seed.tokens, 100) == data
+    encoded = model.encode_span(data)
+    assert encoded[:3] == [ids[0], ids[1], model.first_reserved_id + ord("!")]
+    assert b"".join(model.token_bytes[i] for i in encoded) == data
 
 
 @pytest.mark.parametrize(

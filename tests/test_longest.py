@@ -8,7 +8,6 @@ from conftest import CORPUS_FILES, corpus_text, mergeable_ranks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crayon.errors import UnknownTokenError
 from crayon.jit import longest as jit_longest
 from crayon.jit.dat import compile_dat
 from crayon.reference import longest as ref_longest
@@ -27,10 +26,9 @@ def vocabulary(kind: str) -> dict[int, bytes]:
 
 
 @functools.lru_cache(maxsize=None)
-def model(kind: str):
+def model(kind: str) -> ref_longest.LongestMatchModel:
     tokens = vocabulary(kind)
-    dat = compile_dat(list(tokens.values()), list(tokens))
-    return dat, ref_longest.byte_fallback_ids(*dat, FIRST_RESERVED)
+    return ref_longest.LongestMatchModel(tokens, *compile_dat(list(tokens.values()), list(tokens)), FIRST_RESERVED)
 
 
 def span_ends(text: str) -> list[int]:
@@ -44,7 +42,7 @@ def span_ends(text: str) -> list[int]:
 
 def encode_both(data: bytes, ends: list[int], kind: str) -> list[int]:
     """Reference ids, after checking that jit (with and without the ASCII fast path) gives the same."""
-    dat, fallback = model(kind)
+    dat, fallback = dat_of(model(kind)), model(kind).fallback
     expected = ref_longest.encode_spans(data, ends, *dat, fallback)
     for fast in (False, True):
         text, span_ends_array = np.frombuffer(data, np.uint8), np.array(ends, np.int64)
@@ -53,8 +51,12 @@ def encode_both(data: bytes, ends: list[int], kind: str) -> list[int]:
     return expected
 
 
+def dat_of(longest_match: ref_longest.LongestMatchModel):
+    return longest_match.base, longest_match.check, longest_match.values
+
+
 def decode(ids: list[int], kind: str) -> bytes:
-    return ref_longest.decode(ids, vocabulary(kind), FIRST_RESERVED)
+    return b"".join(model(kind).token_bytes[i] for i in ids)
 
 
 @pytest.mark.parametrize("kind", ["full", "sparse"])
@@ -90,18 +92,16 @@ def test_matches_are_longest_and_stay_inside_spans():
     assert [vocabulary("full")[i] for i in ids] == [b"hel", b"lo", b" world"]
 
 
-def test_byte_fallback_ids():
-    full_fallback = model("full")[1]
+def test_byte_fallback_ids_and_their_bytes():
     ranks = mergeable_ranks("cl100k_base")
-    assert full_fallback.tolist() == [ranks[bytes([b])] for b in range(256)]
-    assert model("sparse")[1].tolist() == [FIRST_RESERVED + b for b in range(256)]
+    assert model("full").fallback.tolist() == [ranks[bytes([b])] for b in range(256)]
+    assert model("full").token_bytes == vocabulary("full")  # every byte is a token: no fallback id needed
+    assert model("sparse").fallback.tolist() == [FIRST_RESERVED + b for b in range(256)]
+    assert model("sparse").token_bytes == {**vocabulary("sparse"), **{FIRST_RESERVED + b: bytes([b]) for b in range(256)}}
     with pytest.raises(ValueError, match="first_reserved_id"):
-        ref_longest.byte_fallback_ids(*model("full")[0], 2**31 - 200)
-
-
-def test_decode_refuses_unknown_ids():
-    with pytest.raises(UnknownTokenError, match="12345678"):
-        decode([12345678], "sparse")
+        ref_longest.byte_fallback_ids(*dat_of(model("full")), 2**31 - 200)
+    with pytest.raises(ValueError, match="below first_reserved_id"):
+        ref_longest.LongestMatchModel({5: b"a"}, *compile_dat([b"a"], [5]), first_reserved_id=5)
 
 
 @pytest.mark.parametrize(
@@ -109,7 +109,7 @@ def test_decode_refuses_unknown_ids():
     [(b"abc", [2], "bytes would be lost"), (b"abc", [2, 1, 3], "decrease|rise"), (b"abc", [4], "lost|rise")],
 )
 def test_bad_span_ends_are_refused(data, ends, message):
-    dat, fallback = model("full")
+    dat, fallback = dat_of(model("full")), model("full").fallback
     with pytest.raises(ValueError, match=message):
         ref_longest.encode_spans(data, ends, *dat, fallback)
     with pytest.raises(ValueError, match=message):
@@ -117,7 +117,7 @@ def test_bad_span_ends_are_refused(data, ends, message):
 
 
 def test_jit_refuses_malformed_dat_arrays():
-    dat, fallback = model("full")
+    dat, fallback = dat_of(model("full")), model("full").fallback
     with pytest.raises(ValueError, match="length"):
         jit_longest.encode_spans(np.zeros(3, np.uint8), np.array([3]), dat[0][:-1], dat[1], dat[2], fallback)
     with pytest.raises(ValueError, match="256"):
@@ -136,3 +136,24 @@ def test_hostile_dat_arrays_give_ids_not_crashes(scale):
             ends = np.array([len(data)])
             ids = jit_longest.encode_spans(text, ends, base, check, values, fallback, ascii_fast_path=fast)
             assert 1 <= len(ids) <= len(data)
+
+
+@pytest.mark.parametrize("pattern", ["cl100k_base", None])
+def test_jit_engine_matches_the_reference_engine(pattern):
+    from crayon.tokenizer import Tokenizer
+
+    whole_text = None if pattern else (lambda text: [text] if text else [])
+    tokenizers = {
+        backend: Tokenizer("t", model("sparse"), pattern=pattern, pretokenizer=whole_text, backend=backend,
+                           algorithm="longest")
+        for backend in ("reference", "jit")
+    }
+    assert tokenizers["jit"].backend == "jit"
+    texts = [corpus_text(name, limit=3000) for name in CORPUS_FILES] + ["", "é"]
+    expected = [tokenizers["reference"].encode_ordinary(text) for text in texts]
+    assert [tokenizers["jit"].encode_ordinary(text) for text in texts] == expected
+    for threads in (1, 3, None):
+        assert tokenizers["jit"].encode_ordinary_batch(texts, num_threads=threads) == expected
+    assert tokenizers["jit"].decode_bytes(expected[0]) == texts[0].encode()
+    with pytest.raises(ValueError, match="num_threads"):
+        tokenizers["jit"].encode_ordinary_batch(texts, num_threads=0)

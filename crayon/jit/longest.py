@@ -1,6 +1,7 @@
 """Numba greedy longest match over a DAT: the same ids as ``crayon.reference.longest`` (see it for the rules).
 
-``encode_spans`` encodes a whole text, cut into spans by an array of span ends, in one call. The kernel reads
+``encode_spans`` encodes a whole text, cut into spans by an array of span ends, in one call; ``LongestMatchEngine``
+is the jit engine of a longest-match ``Tokenizer`` (its ``model`` a ``LongestMatchModel``). The kernel reads
 the DAT arrays only at indices it has checked (``0 <= t < min(len(base), len(check), len(values))``), so a
 corrupt or hostile DAT gives wrong ids, never a crash.
 
@@ -12,10 +13,61 @@ than it saves (``bench/longest.py`` prints both; the ids are the same either way
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Sequence
+
 import numpy as np
 from numba import njit
 
 from crayon.jit.dat import check_dat_arrays
+from crayon.jit.pretokenize import span_ends
+from crayon.patterns import pattern_name
+from crayon.reference.pretokenize import PatternSpanner
+
+
+class LongestMatchEngine:
+    """Encodes ordinary text of a longest-match tokenizer: pre-tokenize (the jit spanner for a known pattern),
+    then ``encode_spans`` over the whole text."""
+
+    name = "jit"
+
+    def __init__(self, tokenizer):
+        model = tokenizer.model
+        check_dat_arrays(model.base, model.check, model.values)
+        self._dat = (model.base, model.check, model.values)
+        self._fallback = np.ascontiguousarray(model.fallback, dtype=np.int32)
+        self._normalizer = tokenizer.normalizer
+        self._pretokenizer = tokenizer.pretokenizer
+        known = pattern_name(tokenizer.pattern) if tokenizer.pattern is not None else None
+        plain = isinstance(tokenizer.pretokenizer, PatternSpanner) and tokenizer.pretokenizer.pattern == tokenizer.pattern
+        self._pattern_name = known if plain and tokenizer.normalizer is None else None
+
+    def encode_ordinary_array(self, text: str) -> np.ndarray:
+        """Ids of ordinary text (no special tokens) as an int32 array."""
+        if self._pattern_name is not None:
+            data = text.encode("utf-8")
+            ends = span_ends(data, self._pattern_name)
+        else:
+            if self._normalizer is not None:
+                text = self._normalizer(text)
+            spans = [span.encode("utf-8") for span in self._pretokenizer(text)]
+            data = b"".join(spans)
+            ends = np.cumsum(np.fromiter(map(len, spans), np.int64, len(spans)))
+        return encode_spans(np.frombuffer(data, np.uint8), ends, *self._dat, self._fallback)
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        return self.encode_ordinary_array(text).tolist()
+
+    def encode_ordinary_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
+        """Ids of each text; ``num_threads`` threads (default: one per core) share the texts."""
+        threads = (os.cpu_count() or 1) if num_threads is None else num_threads
+        if threads < 1:
+            raise ValueError(f"num_threads must be at least 1, not {num_threads}")
+        if threads == 1 or len(texts) < 2:
+            return [self.encode_ordinary(text) for text in texts]
+        with ThreadPoolExecutor(min(threads, len(texts))) as pool:  # the kernel releases the GIL
+            return list(pool.map(self.encode_ordinary, texts))
 
 
 def encode_spans(
@@ -102,45 +154,3 @@ def encode_span_into(text, start, end, base, check, values, fallback, out, count
         count += 1
         position += best_length
     return count
-
-
-class LongestMatchEngine:
-    """The jit engine of a longest-match tokenizer: the jit spanner (or the tokenizer's own pre-tokenizer), then
-    ``encode_spans`` over the model's DAT."""
-
-    name = "jit"
-
-    def __init__(self, tokenizer):
-        from crayon.jit.pretokenize import PATTERN_IDS
-        from crayon.patterns import pattern_name
-        from crayon.reference.pretokenize import PatternSpanner
-
-        model = tokenizer.model
-        self._dat = (model.base, model.check, model.values, np.asarray(model.fallback, np.int32))
-        known = pattern_name(tokenizer.pattern) if tokenizer.pattern is not None else None
-        self._jit_pattern = (
-            known if known in PATTERN_IDS and tokenizer.normalizer is None
-            and isinstance(tokenizer.pretokenizer, PatternSpanner) else None
-        )
-        self._normalizer, self._pretokenizer = tokenizer.normalizer, tokenizer.pretokenizer
-
-    def encode_ordinary_array(self, text: str) -> np.ndarray:
-        """Tokens of ordinary text as an int32 array."""
-        if self._jit_pattern is not None:
-            from crayon.jit.pretokenize import span_ends
-
-            data = text.encode("utf-8")
-            ends = span_ends(data, self._jit_pattern)
-        else:
-            if self._normalizer is not None:
-                text = self._normalizer(text)
-            spans = [span.encode("utf-8") for span in self._pretokenizer(text)]
-            data = b"".join(spans)
-            ends = np.cumsum([len(span) for span in spans], dtype=np.int64)
-        return encode_spans(np.frombuffer(data, np.uint8), ends, *self._dat)
-
-    def encode_ordinary(self, text: str) -> list[int]:
-        return self.encode_ordinary_array(text).tolist()
-
-    def encode_ordinary_batch(self, texts, num_threads: int | None = None) -> list[list[int]]:
-        return [self.encode_ordinary(text) for text in texts]

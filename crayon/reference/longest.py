@@ -7,7 +7,8 @@ Byte fallback: where no token starts at a position, that one byte is emitted as 
 moves on by one byte, so no byte is ever lost. ``byte_fallback_ids`` builds the table: the id of the single-byte
 token when the vocabulary has one (byte-level vocabularies such as cl100k have all 256, so fallback never fires),
 else ``first_reserved_id + byte``, where ``first_reserved_id`` is above every id in use (ordinary and special;
-e.g. tiktoken's ``n_vocab``). ``decode`` inverts it, so decoding gives the input back.
+e.g. tiktoken's ``n_vocab``). ``LongestMatchModel.token_bytes`` maps those ids back to their bytes, so decoding
+gives the input back.
 
 DAT values below 0 mean "no token" (see ``crayon.reference.dat``). ``crayon.jit.longest`` gives identical ids.
 """
@@ -18,7 +19,6 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from crayon.errors import UnknownTokenError
 from crayon.reference.dat import lookup, transition
 
 
@@ -73,33 +73,24 @@ def encode_spans(text: bytes, span_ends: Iterable[int], base, check, values, fal
     return ids
 
 
-def decode(ids: Iterable[int], tokens: Mapping[int, bytes], first_reserved_id: int) -> bytes:
-    """Bytes of ``ids``: vocabulary tokens, and fallback ids ``first_reserved_id + byte`` as single bytes."""
-    out = bytearray()
-    for token_id in ids:
-        if token_id in tokens:
-            out += tokens[token_id]
-        elif first_reserved_id <= token_id < first_reserved_id + 256:
-            out.append(token_id - first_reserved_id)
-        else:
-            raise UnknownTokenError(f"token id {token_id} is neither in the vocabulary nor a fallback byte id")
-    return bytes(out)
-
-
 class LongestMatchModel:
-    """The longest-match model behind a Tokenizer: ``encode_span`` and ``token_bytes`` as ``BytePairModel`` has.
+    """A vocabulary as a longest-match model: its DAT, its tokens, and the byte fallback ids (``encode_span``,
+    ``token_bytes`` and ``ranks`` as ``BytePairModel`` has them).
 
-    ``token_bytes`` also holds the reserved byte-fallback ids, so decoding gives every input byte back.
+    ``token_bytes`` holds the vocabulary's tokens (ids below ``first_reserved_id``) plus one entry per fallback id
+    in use, so ``b"".join(token_bytes[i] for i in encode_span(span)) == span``.
     """
 
-    def __init__(self, tokens: Mapping[int, bytes], base: np.ndarray, check: np.ndarray, values: np.ndarray,
-                 first_reserved_id: int):
+    def __init__(self, token_bytes: Mapping[int, bytes], base, check, values, first_reserved_id: int):
+        if any(token_id >= first_reserved_id for token_id in token_bytes):
+            raise ValueError(f"token ids must lie below first_reserved_id={first_reserved_id}")
         self.base, self.check, self.values = base, check, values
         self.first_reserved_id = first_reserved_id
         self.fallback = byte_fallback_ids(base, check, values, first_reserved_id)
-        self.token_bytes = dict(tokens)
+        self.token_bytes = dict(token_bytes)
         for byte, token_id in enumerate(self.fallback.tolist()):
-            self.token_bytes.setdefault(token_id, bytes([byte]))
+            if token_id >= first_reserved_id:
+                self.token_bytes[token_id] = bytes([byte])
         self.ranks = {token: token_id for token_id, token in self.token_bytes.items()}
 
     def encode_span(self, span: bytes) -> list[int]:
