@@ -134,18 +134,24 @@ def count_words_jit(
 def _count_with_spanner(chunks: Iterator[str], pattern_id: int, special_tokens: Sequence[str], workers: int):
     """Count the words of ``chunks`` in ``workers`` threads, each into its own bag; return their sum."""
     lock = threading.Lock()
+    failed = threading.Event()  # one thread's error stops the others
 
     def count_chunks() -> WordBag:
         bag = WordBag()
-        while True:
-            with lock:  # a generator is not thread-safe
-                chunk = next(chunks, None)
-            if chunk is None:
-                return bag
-            for piece, is_special in split_specials(chunk, special_tokens):
-                if not is_special:
-                    data = np.frombuffer(_utf8(piece), np.uint8)
-                    bag.add_spans(data, split_spans(data, pattern_id))
+        try:
+            while not failed.is_set():
+                with lock:  # a generator is not thread-safe
+                    chunk = next(chunks, None)
+                if chunk is None:
+                    break
+                for piece, is_special in split_specials(chunk, special_tokens):
+                    if not is_special:
+                        data = np.frombuffer(_utf8(piece), np.uint8)
+                        bag.add_spans(data, split_spans(data, pattern_id))
+        except BaseException:
+            failed.set()
+            raise
+        return bag
 
     if workers == 1:
         return count_chunks()
