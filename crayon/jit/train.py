@@ -380,6 +380,8 @@ def _run_merges(arrays: tuple[np.ndarray, np.ndarray, np.ndarray], n_tokens: int
     progress_cell = np.zeros(1, np.int64)
     # One compiled version of the kernel: writable C-contiguous arrays, whoever made them.
     symbols, word_lengths, word_weights = (np.require(array, requirements="CW") for array in arrays)
+    if symbols.size >= 2**31:  # positions are int32 in the kernel
+        raise ValueError(f"the distinct words hold {symbols.size} bytes; training supports fewer than 2**31")
     if not progress:
         return learn_merges(symbols, word_lengths, word_weights, n_tokens, progress_cell)
     bar = _progress_bar(True, "merging", total=n_tokens - N_BYTES, unit="token")
