@@ -79,7 +79,7 @@ def write_cartridge(path: str | os.PathLike, metadata: Mapping, sections: Mappin
         metadata_bytes = json.dumps(dict(metadata), ensure_ascii=False).encode("utf-8")
     except (TypeError, ValueError) as error:
         raise CartridgeError(f"cartridge metadata must be JSON-serializable: {error}") from None
-    arrays = {name: _little_endian(name, array) for name, array in sections.items()}
+    arrays = {name: _storable(name, array) for name, array in sections.items()}
 
     header_size = _aligned(ALIGNMENT + _ENTRY.size * len(arrays) + len(metadata_bytes))
     entries, offset = [], header_size
@@ -114,14 +114,12 @@ def _raw_bytes(array: np.ndarray) -> np.ndarray:
     return array.reshape(-1).view(np.uint8)
 
 
-def _little_endian(name: str, array: np.ndarray) -> np.ndarray:
-    encoded = name.encode("ascii", errors="replace")
-    if not name or len(encoded) > MAX_NAME_BYTES or not name.isascii() or not name.isprintable():
+def _storable(name: str, array: np.ndarray) -> np.ndarray:
+    """``array`` as the contiguous little-endian array the file holds; refuses bad names, dtypes and shapes."""
+    if not name or len(name) > MAX_NAME_BYTES or not name.isascii() or not name.isprintable():
         raise CartridgeError(f"section name {name!r} must be 1 to {MAX_NAME_BYTES} printable ASCII characters")
     array = np.asarray(array)
-    dtype = array.dtype.newbyteorder("<") if array.dtype.byteorder not in "|" else array.dtype
-    if array.dtype == np.bool_:
-        dtype = np.dtype("u1")
+    dtype = np.dtype("u1") if array.dtype == np.bool_ else array.dtype.newbyteorder("<")
     if dtype not in _DTYPE_CODES or array.ndim not in (1, 2):
         raise CartridgeError(f"section {name!r}: {array.dtype} arrays of {array.ndim} dimensions cannot be stored")
     return np.ascontiguousarray(array, dtype=dtype)
