@@ -131,3 +131,11 @@ def test_unknown_source_and_backend():
         crayon.load("no_such_vocabulary")
     with pytest.raises(ValueError, match="unknown backend"):
         crayon.load("cl100k_base", backend="tpu")
+
+
+def test_unicode_version_is_tiktokens():
+    """tiktoken's Rust regex knows Unicode 16: a letter new in 17 (U+323B0) is no letter to it, nor to us."""
+    reference = tiktoken_encoding("cl100k_base")
+    tok = crayon.load("cl100k_base", backend="reference")
+    for text in ["\U000323b0:A", "\U00010d4a:A", "\ua7ce1 x"]:
+        assert tok.encode_ordinary(text) == reference.encode_ordinary(text)
