@@ -253,6 +253,8 @@ class Tokenizer:
     def export(self, path, format: Literal["tiktoken", "hf"] = "tiktoken") -> None:
         """Write the vocabulary for another library: a ``.tiktoken`` ranks file (load it in tiktoken with
         ``pat_str=tok.pattern`` and ``tok.special_tokens``) or an HF ``tokenizer.json``."""
+        if self.algorithm != "bpe":
+            raise ValueError(f"{self.name} encodes by {self.algorithm} match, which neither tiktoken nor HF can express")
         if format == "hf":
             from crayon.reference.hf_io import save_hf_tokenizer
 

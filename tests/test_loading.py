@@ -126,6 +126,8 @@ def test_longest_match_is_lossless_and_the_same_on_every_path(cl100k, tmp_path):
     assert jit.encode_ordinary(text) == tokens
     assert reference.decode_bytes(tokens) == text.encode()
     assert tokens != cl100k.encode_ordinary(text)  # a different algorithm: say so wherever it is measured
+    with pytest.raises(ValueError, match="neither tiktoken nor HF"):
+        reference.export(tmp_path / "longest.tiktoken")
     reference.save(tmp_path / "longest.crayon")
     assert crayon.load(tmp_path / "longest.crayon", backend="jit").encode_ordinary(text) == tokens
 
