@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 
 from conftest import corpus_text
 from strategies import tokenizer_text
-from crayon.jit.train import count_words_jit, iter_chunks, train_bpe_jit
+from crayon.jit.train import _byte_tokens, _merged_token, count_words_jit, iter_chunks, train_bpe_jit
 from crayon.reference.bpe import BytePairModel
 from crayon.reference.pretokenize import compile_pattern, split_specials
-from crayon.reference.train import count_words, train_bpe, train_bpe_naive
+from crayon.reference.train import Vocabulary, count_words, train_bpe, train_bpe_naive
 
 tiktoken = pytest.importorskip("tiktoken")
 
@@ -72,6 +72,23 @@ def test_known_merges_and_tie_break():
     assert result.merges == [(b"a", b"a"), (b"a", b"b"), (b"aa", b"ab")]
     assert result.ranks[b"aa"] == 256 and result.ranks[b"ab"] == 257 and result.ranks[b"aaab"] == 258
     assert [result.ranks[bytes([byte])] for byte in range(256)] == list(range(256))
+
+
+def test_a_merge_making_existing_bytes_reuses_their_id():
+    # Never seen in training so far, but defined: "abc" made from (ab, c) and again from (a, bc) is one token.
+    a, b, c = b"abc"
+    vocab = Vocabulary()
+    ab, bc = vocab.merge(a, b), vocab.merge(b, c)
+    abc = vocab.merge(ab, c)
+    assert (ab, bc, abc) == (256, 257, 258) and vocab.merge(a, bc) == abc and len(vocab.ranks) == 259
+
+    token_bytes, token_spans, token_hashes, token_table = _byte_tokens(300)
+    n_tokens = 256
+    ids = []
+    for left, right in [(a, b), (b, c), (ab, c), (a, bc)]:
+        new_id, n_tokens = _merged_token(left, right, token_bytes, token_spans, token_hashes, token_table, n_tokens)
+        ids.append(new_id)
+    assert ids == [ab, bc, abc, abc] and n_tokens == 259
 
 
 def test_special_tokens_are_reserved_and_numbered_after_the_learned_tokens():
