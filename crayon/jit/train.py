@@ -47,7 +47,7 @@ CHUNK_SIZE = 1 << 20
 #   contraction or a longer alternative, and the end of the text stops and fails them the same way.
 # - The spans from q on depend only on text[q:]: the patterns have no lookbehind and findall restarts at q.
 SAFE_CUT = regex.compile(r"(?r)\p{L}\s")
-WHITESPACE = regex.compile(r"\s")
+_WHITESPACE = regex.compile(r"\s")
 
 _COUNT, _LEFT, _RIGHT, _HEAD, _LENGTH, _MARK = range(6)  # columns of the pair table
 _POSITION, _NEXT = range(2)  # columns of the occurrence lists
@@ -227,7 +227,7 @@ def _read_pieces(path: Path, chunk_bytes: int) -> Iterator[str]:
 def _cut_document(pieces: Iterable[str], special_tokens: Sequence[str]) -> Iterator[str]:
     """Re-cut a document's consecutive pieces at the last ``SAFE_CUT`` of each piece."""
     # A special token holding whitespace could straddle a cut: keep room for it on both sides and check.
-    straddlers = [token for token in special_tokens if WHITESPACE.search(token)]
+    straddlers = [token for token in special_tokens if _WHITESPACE.search(token)]
     reach = max(map(len, straddlers), default=1) - 1
     context = max(1, reach)
     pending: list[str] = []
