@@ -1,0 +1,34 @@
+"""The Numba engine (``backend="jit"``): ``crayon.jit.encode`` and the kernels in its modules.
+
+Importing this package is cheap; Numba is imported with the first module that compiles a kernel.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import AbstractSet, Collection, Literal
+
+import numpy as np
+
+_JIT_TWINS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def encode(
+    tok,
+    text: str,
+    *,
+    allowed_special: Literal["all"] | AbstractSet[str] = frozenset(),
+    disallowed_special: Literal["all"] | Collection[str] = "all",
+) -> np.ndarray:
+    """``tok.encode(text)`` with the jit engine, as a uint32 array (no Python list is built)."""
+    if tok.backend != "jit":
+        if tok not in _JIT_TWINS:
+            _JIT_TWINS[tok] = tok.with_backend("jit")
+        tok = _JIT_TWINS[tok]
+    from crayon.tokenizer import _as_utf8_safe
+
+    text = _as_utf8_safe(text)
+    if tok.added_tokens or tok._check_specials(text, allowed_special, disallowed_special):
+        return np.asarray(tok.encode(text, allowed_special=allowed_special, disallowed_special=disallowed_special),
+                          dtype=np.uint32)
+    return tok._engine.encode_ordinary_array(text)

@@ -2,16 +2,18 @@
 
 Tables (``build_backtrack_tables``, added to the BPE tables of ``crayon.jit.bpe``):
 
-* ``split`` int32[n_ids, 2]: the canonical split ``(left, right)`` of each token, the last merge BPE makes on
-  the token's own bytes; ``(t, t)`` for a single-byte token; ``(-1, -1)`` for a token BPE never produces
-  (its bytes merge to other tokens) and for an id that is no token.
-* ``formed_at`` int64[n_ids]: the rank of that last merge (-1 for single bytes and unreachable tokens).
-* ``next_prefix`` int32[n_ids]: the longest reachable token that is a proper prefix of the token, or -1.
+* ``token_rows`` int32[n_ids, 8], one 32-byte row per token, what the search reads about a token together:
+  ``LENGTH`` (bytes), ``NEXT_PREFIX`` (the longest reachable token that is a proper prefix of it, or -1),
+  ``SPLIT_LEFT``, ``SPLIT_RIGHT`` (its canonical split: the last merge BPE makes on its own bytes; the token
+  itself twice for a single byte; -1 twice for a token BPE never produces from its bytes, "unreachable", and
+  for an id that is no token), ``FORMED_AT`` (the rank of that last merge; -1 for single bytes and
+  unreachable tokens); the other columns are 0.
 * ``dat_base``, ``dat_check``, ``dat_values`` int32: a double-array trie of the reachable tokens
   (``crayon.reference.dat`` describes the format), walked for longest-prefix matches.
 
 The splits here come from running the merge loop on every token (the ground truth); the reference derives
-them the way the ``bpe`` crate does, and the tests check that both agree.
+them the way the ``bpe`` crate does, and the tests check that both agree. Each thread keeps a memo of
+``is_valid_pair`` answers (``new_validity_memo``), as quicktok does: the same pairs recur throughout a text.
 """
 
 from __future__ import annotations
@@ -19,18 +21,28 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from crayon.jit.dat import compile_dat, longest_prefix
-from crayon.jit.bpe import CORRUPT_TABLES, NO_MERGE, UNKNOWN_BYTE, merge_loop, pair_merge, write_byte_tokens
+from crayon.errors import CartridgeError
+from crayon.jit.bpe import (
+    _FIBONACCI,
+    _U32,
+    CORRUPT_TABLES,
+    NO_MERGE,
+    UNKNOWN_BYTE,
+    merge_loop,
+    pair_merge,
+    write_byte_tokens,
+)
+from crayon.jit.dat import compile_dat
 
-BACKTRACK_TABLE_NAMES = ("split", "formed_at", "next_prefix", "dat_base", "dat_check", "dat_values")
+BACKTRACK_TABLE_NAMES = ("token_rows", "dat_base", "dat_check", "dat_values")
+LENGTH, NEXT_PREFIX, SPLIT_LEFT, SPLIT_RIGHT, FORMED_AT = range(5)
+ROW_WIDTH = 8
 
 
 @njit(cache=True)
-def _canonical_splits(byte_tokens, pair_table, token_offsets, token_bytes):
-    """(split, formed_at): the last merge of the merge loop on each token's bytes, where it gives the token."""
+def _canonical_splits(byte_tokens, pair_table, token_offsets, token_bytes, rows):
+    """Fill LENGTH, SPLIT_* and FORMED_AT: the last merge of the merge loop on each token's bytes."""
     n_ids = token_offsets.shape[0] - 1
-    split = np.full((n_ids, 2), -1, np.int32)
-    formed_at = np.full(n_ids, -1, np.int64)
     longest = 1
     for token in range(n_ids):
         longest = max(longest, token_offsets[token + 1] - token_offsets[token])
@@ -38,131 +50,184 @@ def _canonical_splits(byte_tokens, pair_table, token_offsets, token_bytes):
     merges = np.empty(longest, np.int64)
     for token in range(n_ids):
         first, last = token_offsets[token], token_offsets[token + 1]
+        rows[token, LENGTH] = last - first
+        rows[token, SPLIT_LEFT] = rows[token, SPLIT_RIGHT] = rows[token, FORMED_AT] = -1
         if last - first == 1:
             if byte_tokens[token_bytes[first]] == token:
-                split[token, 0] = split[token, 1] = token
+                rows[token, SPLIT_LEFT] = rows[token, SPLIT_RIGHT] = token
         elif last - first > 1 and write_byte_tokens(byte_tokens, token_bytes, first, last, parts, 0):
             count, merge, left, right = merge_loop(parts, 0, last - first, pair_table, merges)
             if count == 1 and parts[0] == token:
-                split[token, 0], split[token, 1] = left, right
-                formed_at[token] = merge >> 32
-    return split, formed_at
+                rows[token, SPLIT_LEFT], rows[token, SPLIT_RIGHT] = left, right
+                rows[token, FORMED_AT] = merge >> 32
+
+
+def interleave_dat(base: np.ndarray, check: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The DAT as int32[n, 4] rows ``(base, check, value, 0)``: a step of the walk reads one 16-byte row, not
+    three arrays (on the cold path of a rare word, a third of the cache misses)."""
+    rows = np.zeros((len(base), 4), np.int32)
+    rows[:, 0], rows[:, 1], rows[:, 2] = base, check, values
+    return rows
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def longest_token(dat_rows, data, start, end):
+    """The longest token of the interleaved DAT that data[start:end] starts with, or -1 (the walk of
+    ``crayon.jit.dat.longest_prefix`` over ``interleave_dat`` rows)."""
+    state = 0
+    best = -1
+    for i in range(start, end):
+        target = np.int64(dat_rows[state, 0]) + np.int64(data[i])
+        if target < 0 or target >= dat_rows.shape[0] or dat_rows[target, 1] != state:
+            break
+        state = target
+        if dat_rows[state, 2] >= 0:
+            best = dat_rows[state, 2]
+    return best
 
 
 @njit(cache=True)
-def _next_prefixes(dat_base, dat_check, dat_values, token_offsets, token_bytes):
-    n_ids = token_offsets.shape[0] - 1
-    next_prefix = np.full(n_ids, -1, np.int32)
-    for token in range(n_ids):
+def _next_prefixes(dat_rows, token_offsets, token_bytes, rows):
+    for token in range(token_offsets.shape[0] - 1):
         first, last = token_offsets[token], token_offsets[token + 1]
+        rows[token, NEXT_PREFIX] = -1
         if last - first > 1:
-            next_prefix[token] = longest_prefix(dat_base, dat_check, dat_values, token_bytes, first, last - 1)[0]
-    return next_prefix
+            rows[token, NEXT_PREFIX] = longest_token(dat_rows, token_bytes, first, last - 1)
 
 
 def build_backtrack_tables(tables: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The backtracking encoder's tables for the BPE tables of ``crayon.jit.bpe.build_bpe_tables``."""
     offsets, token_bytes = tables["token_offsets"], tables["token_bytes"]
-    split, formed_at = _canonical_splits(tables["byte_tokens"], tables["pair_table"], offsets, token_bytes)
-    reachable = np.flatnonzero(split[:, 0] >= 0)
+    rows = np.zeros((len(offsets) - 1, ROW_WIDTH), np.int32)
+    _canonical_splits(tables["byte_tokens"], tables["pair_table"], offsets, token_bytes, rows)
+    reachable = np.flatnonzero(rows[:, SPLIT_LEFT] >= 0)
     spelled = token_bytes.tobytes()
     base, check, values = compile_dat([spelled[offsets[t] : offsets[t + 1]] for t in reachable], reachable.tolist())
     base, check, values = (np.ascontiguousarray(array, dtype=np.int32) for array in (base, check, values))
-    return {
-        "split": split,
-        "formed_at": formed_at,
-        "next_prefix": _next_prefixes(base, check, values, offsets, token_bytes),
-        "dat_base": base,
-        "dat_check": check,
-        "dat_values": values,
-    }
+    _next_prefixes(interleave_dat(base, check, values), offsets, token_bytes, rows)
+    return {"token_rows": rows, "dat_base": base, "dat_check": check, "dat_values": values}
+
+
+def check_backtrack_tables(tables: dict[str, np.ndarray]) -> None:
+    """Refuse backtracking tables the kernels cannot index safely (CartridgeError)."""
+    n_ids = len(tables["token_offsets"]) - 1
+    rows = tables.get("token_rows")
+    if not isinstance(rows, np.ndarray) or rows.dtype != np.int32 or rows.shape != (n_ids, ROW_WIDTH):
+        raise CartridgeError(f"table 'token_rows' is missing or not int32[{n_ids}, {ROW_WIDTH}]")
+    arrays = [tables.get(name) for name in ("dat_base", "dat_check", "dat_values")]
+    if not all(isinstance(a, np.ndarray) and a.dtype == np.int32 and a.ndim == 1 for a in arrays):
+        raise CartridgeError("the DAT tables are missing or not 1-D int32 arrays")
+    if not len(arrays[0]) == len(arrays[1]) == len(arrays[2]) >= 1:
+        raise CartridgeError("the DAT tables differ in length")
 
 
 def backtracking_violation(tables: dict[str, np.ndarray]) -> str | None:
     """Why backtracking would not reproduce the merge loop on this vocabulary, or None when it does.
 
     The condition: every token BPE can produce is formed after both halves of its canonical split
-    (``formed_at[t] > formed_at[left]`` and ``> formed_at[right]``), so that a token's rank is the time at which
-    it appears. Merge ranks trained by BPE always satisfy it; a hand-edited vocabulary may not.
+    (``FORMED_AT`` of the token > ``FORMED_AT`` of its left and of its right half), so that a token's rank is the
+    time at which it appears. Merge ranks learnt by BPE training satisfy it; a hand-edited vocabulary may not.
     """
-    split, formed_at = tables["split"], tables["formed_at"]
-    composite = np.flatnonzero((split[:, 0] >= 0) & (split[:, 0] != np.arange(len(split))))
-    late = (formed_at[composite] <= formed_at[split[composite, 0]]) | (formed_at[composite] <= formed_at[split[composite, 1]])
+    rows = tables["token_rows"]
+    left, right, formed_at = rows[:, SPLIT_LEFT], rows[:, SPLIT_RIGHT], rows[:, FORMED_AT]
+    composite = np.flatnonzero((left >= 0) & (left != np.arange(len(rows))))
+    late = (formed_at[composite] <= formed_at[left[composite]]) | (formed_at[composite] <= formed_at[right[composite]])
     if late.any():
         token = int(composite[np.argmax(late)])
-        left, right = (int(side) for side in split[token])
         return (
-            f"token {token} is formed at rank {formed_at[token]} from tokens {left} and {right}, formed at ranks "
-            f"{formed_at[left]} and {formed_at[right]}: its rank is not the time it appears"
+            f"token {token} is formed at rank {formed_at[token]} from tokens {left[token]} and {right[token]}, "
+            f"formed at ranks {formed_at[left[token]]} and {formed_at[right[token]]}: its rank is not the time "
+            "it appears"
         )
     return None
 
 
 @njit(cache=True, _nrt=False)
-def is_valid_pair(pair_table, split, formed_at, token_offsets, left, right):
+def is_valid_pair(pair_table, rows, left, right):
     """Whether BPE encodes the bytes of ``left`` followed by those of ``right`` as exactly these two tokens.
 
     Undo the two tokens' merges, latest first, checking at each step that no merge across the boundary
     would have come earlier (a tie goes to the leftmost merge).
     """
-    n_ids = split.shape[0]
+    n_ids = rows.shape[0]
+    if left < 0 or left >= n_ids or right < 0 or right >= n_ids:
+        return False
     limit = NO_MERGE
-    steps = token_offsets[-1]  # every step shortens a token: more means corrupt tables
-    for _ in range(steps + 2):
-        if left < 0 or left >= n_ids or right < 0 or right >= n_ids:
-            return False
+    for _ in range(rows[left, LENGTH] + rows[right, LENGTH]):  # each step shortens a token; more: corrupt rows
         merge = pair_merge(pair_table, left, right)
         if merge != NO_MERGE and merge >> 32 < limit:
             return False
-        left_formed, right_formed = formed_at[left], formed_at[right]
+        left_formed, right_formed = rows[left, FORMED_AT], rows[right, FORMED_AT]
         if left_formed > right_formed:
             limit = left_formed
-            left = split[left, 1]
+            left = rows[left, SPLIT_RIGHT]
         elif right_formed < 0:
             return True
         else:
             limit = right_formed + 1
-            right = split[right, 0]
+            right = rows[right, SPLIT_LEFT]
+        if left < 0 or left >= n_ids or right < 0 or right >= n_ids:
+            return False
     return False
 
 
-@njit(cache=True, _nrt=False)
-def backtrack_span(data, start, end, out, n, tables, alive):
+def new_validity_memo(slots: int = 1 << 18) -> np.ndarray:
+    """An empty memo of ``is_valid_pair`` answers (``slots`` a power of two), one per thread."""
+    if slots < 1 or slots & (slots - 1):
+        raise ValueError(f"slots must be a power of two, not {slots}")
+    return np.zeros(slots, np.uint64)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def memoized_valid_pair(memo, pair_table, rows, left, right):
+    """``is_valid_pair`` through a direct-mapped memo whose slots hold ``((left << 32 | right) + 1) << 1 | answer``."""
+    key = ((np.uint64(left) << _U32) | np.uint64(right)) + np.uint64(1)
+    slot = np.int64(((key * _FIBONACCI) >> _U32) & np.uint64(memo.shape[0] - 1))
+    entry = memo[slot]
+    if entry >> np.uint64(1) == key:
+        return entry & np.uint64(1) == np.uint64(1)
+    valid = is_valid_pair(pair_table, rows, left, right)
+    memo[slot] = (key << np.uint64(1)) | np.uint64(valid)
+    return valid
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def backtrack_span(data, start, end, out, n, tables, alive, memo):
     """Encode data[start:end] into out[n:] by backtracking; returns the new n, or a negative status.
 
-    ``tables`` is ``(pair_table, token_offsets, split, formed_at, next_prefix, dat_base, dat_check,
-    dat_values)``; ``alive`` is uint8 scratch of at least end - start + 1 entries.
+    ``tables`` is ``(pair_table, token_rows, interleave_dat(...))``; ``alive`` is uint8 scratch of at least
+    end - start + 1 entries; ``memo`` the thread's ``new_validity_memo``.
     """
-    pair_table, token_offsets, split, formed_at, next_prefix, dat_base, dat_check, dat_values = tables
-    n_ids = split.shape[0]
+    pair_table, rows, dat_rows = tables
+    n_ids = rows.shape[0]
     length = end - start
     alive[: length + 1] = 1
     pos = 0
     count = 0
-    token, _ = longest_prefix(dat_base, dat_check, dat_values, data, start, end)
+    token = longest_token(dat_rows, data, start, end)
     while pos < length:
         if token < 0 or token >= n_ids:
             return UNKNOWN_BYTE if token < 0 else CORRUPT_TABLES
         last = np.int64(out[n + count - 1]) if count > 0 else -1
         while True:
-            token_end = pos + token_offsets[token + 1] - token_offsets[token]
-            if 0 < token_end - pos and token_end <= length and alive[token_end] and (
-                last < 0 or is_valid_pair(pair_table, split, formed_at, token_offsets, last, token)
+            token_length = rows[token, LENGTH]
+            if 0 < token_length <= length - pos and alive[pos + token_length] and (
+                last < 0 or memoized_valid_pair(memo, pair_table, rows, last, token)
             ):
                 out[n + count] = token
                 count += 1
-                pos = token_end
-                token, _ = longest_prefix(dat_base, dat_check, dat_values, data, start + pos, end)
+                pos += token_length
+                token = longest_token(dat_rows, data, start + pos, end)
                 break
-            shorter = next_prefix[token]
-            if 0 <= shorter < n_ids and token_offsets[shorter + 1] - token_offsets[shorter] < token_end - pos:
+            shorter = rows[token, NEXT_PREFIX]
+            if 0 <= shorter < n_ids and rows[shorter, LENGTH] < token_length:
                 token = shorter
                 continue
             if count == 0 or shorter >= 0:
                 return CORRUPT_TABLES  # a single byte always fits after a valid token; or a prefix chain is bad
             alive[pos] = 0
             count -= 1
-            pos -= token_offsets[last + 1] - token_offsets[last]
+            pos -= rows[last, LENGTH]
             token = last
             break
     return n + count

@@ -19,7 +19,8 @@ Two merge encoders, identical tokens (the backtracking encoder is in ``crayon.ji
   ``token_bytes[token_offsets[i]:token_offsets[i + 1]]``, empty for an id that is no token.
 * ``vocab_index`` int64[capacity], open addressing by ``bytes_hash`` of each token: ``tag << 32 | id`` (-1:
   empty), for the whole-span lookup.
-* ``settings`` int64[1]: ``[whole_span_lookup]`` (1: a span that is a token is that token, as in tiktoken).
+* ``settings`` int64[2]: ``[whole_span_lookup, TABLES_VERSION]`` (whole_span_lookup 1: a span that is a token is
+  that token, as in tiktoken; the version changes whenever the layout of any table does).
 * the backtracking encoder's tables, from ``crayon.jit.backtrack.build_backtrack_tables``.
 
 Kernels check every index they take from a table, so corrupt tables give an error code or wrong tokens,
@@ -48,6 +49,7 @@ _MIX_2 = np.uint64(0xC4CEB9FE1A85EC53)
 _U32 = np.uint64(32)
 _U33 = np.uint64(33)
 
+TABLES_VERSION = 2
 BPE_TABLE_NAMES = ("byte_tokens", "pair_table", "token_offsets", "token_bytes", "vocab_index", "settings")
 
 
@@ -295,7 +297,7 @@ def _fill_pair_table(pair_table, merges):
         pair_table[slot, 1] = value
 
 
-def _capacity(count: int) -> int:
+def table_capacity(count: int) -> int:
     """A power of two with room for ``count`` entries at a load of at most 1/2."""
     return 1 << max(4, (2 * count).bit_length())
 
@@ -313,7 +315,7 @@ def build_bpe_tables(model: BytePairModel) -> dict[str, np.ndarray]:
     token_bytes = np.frombuffer(
         b"".join(model.token_bytes.get(token_id, b"") for token_id in range(n_ids)), dtype=np.uint8
     ).copy()
-    vocab_index = np.full(_capacity(len(model.token_bytes)), EMPTY, np.int64)
+    vocab_index = np.full(table_capacity(len(model.token_bytes)), EMPTY, np.int64)
     _fill_vocab_index(vocab_index, token_offsets, token_bytes)
 
     byte_tokens = np.full(256, -1, np.int32)
@@ -324,7 +326,7 @@ def build_bpe_tables(model: BytePairModel) -> dict[str, np.ndarray]:
         merges = _tiktoken_pairs(vocab_index, token_offsets, token_bytes)
     else:
         merges = np.array(list(model.pair_merges()), dtype=np.int64).reshape(-1, 4)
-    pair_table = np.full((_capacity(len(merges)), 2), EMPTY, np.int64)
+    pair_table = np.full((table_capacity(len(merges)), 2), EMPTY, np.int64)
     _fill_pair_table(pair_table, merges)
 
     tables = {
@@ -333,7 +335,7 @@ def build_bpe_tables(model: BytePairModel) -> dict[str, np.ndarray]:
         "token_offsets": token_offsets,
         "token_bytes": token_bytes,
         "vocab_index": vocab_index,
-        "settings": np.array([int(model.whole_span_lookup)], np.int64),
+        "settings": np.array([int(model.whole_span_lookup), TABLES_VERSION], np.int64),
     }
     from crayon.jit.backtrack import build_backtrack_tables
 
@@ -363,5 +365,11 @@ def check_bpe_tables(tables: dict[str, np.ndarray]) -> None:
             raise CartridgeError(f"BPE table {name!r} must have a power-of-two number of slots, not {size}")
     if tables["pair_table"].shape[1] != 2 or tables["byte_tokens"].shape[0] != 256:
         raise CartridgeError("BPE tables have the wrong shape")
-    if tables["token_offsets"].shape[0] < 1 or tables["settings"].shape[0] < 1:
-        raise CartridgeError("BPE tables are empty")
+    offsets = tables["token_offsets"]
+    if offsets.shape[0] < 1 or offsets[0] != 0 or offsets[-1] != len(tables["token_bytes"]) or (np.diff(offsets) < 0).any():
+        raise CartridgeError("BPE table 'token_offsets' does not cut 'token_bytes' into tokens")
+    if tables["settings"].shape[0] != 2 or tables["settings"][1] != TABLES_VERSION:
+        raise CartridgeError(
+            f"BPE tables of another format (crayon.jit.bpe.TABLES_VERSION is {TABLES_VERSION}): rebuild them from the "
+            "vocabulary (delete a cached cartridge of this vocabulary)"
+        )

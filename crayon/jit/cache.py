@@ -41,11 +41,16 @@ def piece_key(data, start, end):
 
 
 @njit(cache=True, _nrt=False, inline="always")
+def piece_hash(low, high, length):
+    """32 mixed bits of a span's key (the reference's ``piece_bucket`` before the mask)."""
+    mixed = (low * _MULTIPLIER_LOW) ^ (high * _MULTIPLIER_HIGH) ^ np.uint64(length)
+    return np.int64((mixed * _MULTIPLIER_LOW) >> _U32)
+
+
+@njit(cache=True, _nrt=False, inline="always")
 def piece_row(low, high, length, n_rows):
     """The first row of the span's bucket."""
-    mixed = (low * _MULTIPLIER_LOW) ^ (high * _MULTIPLIER_HIGH) ^ np.uint64(length)
-    mixed = mixed * _MULTIPLIER_LOW
-    return 2 * np.int64((mixed >> _U32) & np.uint64((n_rows >> 1) - 1))
+    return 2 * (piece_hash(low, high, length) & ((n_rows >> 1) - 1))
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -90,3 +95,38 @@ def cached_put(cache, data, start, end, tokens, first, count):
     if MIN_PIECE_BYTES <= end - start <= MAX_PIECE_BYTES and count <= MAX_PIECE_TOKENS:
         low, high = piece_key(data, start, end)
         cache_store(cache, low, high, end - start, piece_row(low, high, end - start, cache.shape[0]), tokens, first, count)
+
+
+# The vocabulary's short tokens, keyed like the cache: a read-only table shared by all threads, so that a span
+# that is a token costs one probe even the first time it is seen (one cache line, where a trie walk costs one a byte). Rows of 4 words: [bytes 0-7, bytes 8-15,
+# length | id << 8, 0]; a zero third word is an empty row; linear probing from the row piece_hash picks.
+
+
+@njit(cache=True)
+def fill_short_tokens(table, token_offsets, token_bytes, keep):
+    """Insert every token with ``keep[token]`` of MIN..MAX_PIECE_BYTES bytes into ``table`` (rows a power of two)."""
+    mask = table.shape[0] - 1
+    for token in range(token_offsets.shape[0] - 1):
+        first, last = token_offsets[token], token_offsets[token + 1]
+        if keep[token] and MIN_PIECE_BYTES <= last - first <= MAX_PIECE_BYTES:
+            low, high = piece_key(token_bytes, first, last)
+            row = piece_hash(low, high, last - first) & mask
+            while table[row, 2] != 0:
+                row = (row + 1) & mask
+            table[row, 0], table[row, 1] = low, high
+            table[row, 2] = np.uint64(last - first) | (np.uint64(token) << _U8)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def short_token_lookup(table, low, high, length):
+    """The id of the token spelled by a span of MIN..MAX_PIECE_BYTES bytes with this key, or -1."""
+    mask = table.shape[0] - 1
+    row = piece_hash(low, high, length) & mask
+    for _ in range(table.shape[0]):
+        meta = table[row, 2]
+        if meta == 0:
+            return -1
+        if table[row, 0] == low and table[row, 1] == high and (meta & np.uint64(0xFF)) == np.uint64(length):
+            return np.int64(meta >> _U8)
+        row = (row + 1) & mask
+    return -1

@@ -6,10 +6,15 @@ machine of ``crayon.jit.pretokenize``, looks the span up in the thread's piece c
 with the span encoder. Any other tokenizer is split by its own (reference) pre-tokenizer and only the span
 encoding runs in the kernel. Both are exact; the second is bounded by the Python pre-tokenizer's speed.
 
-Span encoders (``ENCODERS``): ``merge_loop`` and ``heap`` (``crayon.jit.bpe``), ``backtrack``
-(``crayon.jit.backtrack``). They give identical tokens; ``DEFAULT_ENCODER`` was picked by measurement
-(bench/peers.py and the note in the report): spans up to ``SHORT_SPAN`` bytes, nearly all of them, go to the
-merge loop whatever the encoder, since on them it beats both; the encoder decides the longer spans.
+Before a span reaches an encoder: a one-byte span is its byte's token; a span of 2 to 16 bytes is looked up in
+the thread's piece cache, then in the table of the vocabulary's short tokens (a span that is a token is that token);
+only then is it encoded, and cached.
+
+Span encoders (``ENCODERS``), identical tokens: ``backtrack`` (``crayon.jit.backtrack``, the default), ``heap``
+and ``merge_loop`` (``crayon.jit.bpe``; the heap encoder hands spans of up to ``SHORT_SPAN`` bytes to the merge
+loop). Measured with bench/peers.py, backtracking is as fast as the merge loop on English and code and about 1.5x
+faster on CJK text (its spans are long and rarely repeat), and it is O(n) on a long span; the engine uses the heap
+encoder, with a note in ``backtrack_violation``, for a vocabulary where backtracking is not exact.
 """
 
 from __future__ import annotations
@@ -24,11 +29,20 @@ import numpy as np
 from numba import njit
 
 from crayon.errors import CartridgeError, UnknownTokenError, UnsupportedComponentError
-from crayon.jit.backtrack import BACKTRACK_TABLE_NAMES, backtrack_span, backtracking_violation
+from crayon.jit.backtrack import (
+    BACKTRACK_TABLE_NAMES,
+    SPLIT_LEFT,
+    backtrack_span,
+    backtracking_violation,
+    check_backtrack_tables,
+    interleave_dat,
+    new_validity_memo,
+)
 from crayon.jit.bpe import (
     BPE_TABLE_NAMES,
     CORRUPT_TABLES,
     UNKNOWN_BYTE,
+    table_capacity,
     build_bpe_tables,
     check_bpe_tables,
     heap_merge,
@@ -36,7 +50,15 @@ from crayon.jit.bpe import (
     vocab_lookup,
     write_byte_tokens,
 )
-from crayon.jit.cache import cache_lookup, cache_store, new_piece_cache, piece_key, piece_row
+from crayon.jit.cache import (
+    cache_lookup,
+    cache_store,
+    fill_short_tokens,
+    new_piece_cache,
+    piece_key,
+    piece_row,
+    short_token_lookup,
+)
 from crayon.jit.pretokenize import PATTERN_IDS, classify_characters, fill_span_ends, unicode_tables
 from crayon.patterns import pattern_name
 from crayon.reference.cache import MAX_PIECE_BYTES, MAX_PIECE_TOKENS, MIN_PIECE_BYTES
@@ -48,24 +70,26 @@ DEFAULT_ENCODER = "backtrack"
 SHORT_SPAN = 16
 SPAN_BATCH = 256  # span ends found per call of the pre-tokenizer
 NO_PROGRESS = -3  # the pre-tokenizer returned a span that is empty or past the text
+NEED_SCRATCH = -4  # a span is longer than the scratch buffers: grow them and resume
 TABLE_NAMES = BPE_TABLE_NAMES + BACKTRACK_TABLE_NAMES
 
 
-@njit(cache=True, _nrt=False)
-def encode_span_into(data, start, end, out, n, bpe, encoder, scratch, alive):
+@njit(cache=True, _nrt=False, inline="always")
+def encode_span_into(data, start, end, out, n, bpe, encoder, scratch, alive, memo):
     """Encode the span data[start:end] into out[n:]; returns the new n or a negative status.
 
+    ``bpe`` is ``JitEngine.kernel_tables``.
     ``scratch`` (int64) and ``alive`` (uint8) hold at least 5 * (end - start) and end - start + 1 entries.
     """
-    byte_tokens, pair_table, token_offsets, token_bytes, vocab_index, settings = bpe[:6]
+    byte_tokens, pair_table, token_offsets, token_bytes, vocab_index, whole_spans, token_rows, dat_rows, _ = bpe
     length = end - start
-    if settings[0] and length > 1:
+    if whole_spans[0] and length > 1:
         whole = vocab_lookup(vocab_index, token_offsets, token_bytes, data, start, end)
         if whole >= 0:
             out[n] = whole
             return n + 1
-    if encoder == BACKTRACK and length > SHORT_SPAN:
-        return backtrack_span(data, start, end, out, n, (pair_table, token_offsets) + bpe[6:], alive)
+    if encoder == BACKTRACK:
+        return backtrack_span(data, start, end, out, n, (pair_table, token_rows, dat_rows), alive, memo)
     if not write_byte_tokens(byte_tokens, data, start, end, out, n):
         return UNKNOWN_BYTE
     if encoder == HEAP and length > SHORT_SPAN:
@@ -74,43 +98,51 @@ def encode_span_into(data, start, end, out, n, bpe, encoder, scratch, alive):
     return n + count
 
 
-@njit(cache=True, _nrt=False)
-def encode_piece(data, start, end, out, n, bpe, encoder, cache, scratch, alive):
-    """``encode_span_into`` through the piece cache."""
+@njit(cache=True, _nrt=False, inline="always")
+def encode_piece(data, start, end, out, n, bpe, encoder, cache, scratch, alive, memo):
+    """``encode_span_into`` through the piece cache (inlined: a cache hit makes no call)."""
     length = end - start
-    if length < MIN_PIECE_BYTES or length > MAX_PIECE_BYTES:
-        return encode_span_into(data, start, end, out, n, bpe, encoder, scratch, alive)
+    if length == 1:
+        token = bpe[0][data[start]]
+        if token < 0:
+            return UNKNOWN_BYTE
+        out[n] = token
+        return n + 1
+    if length > MAX_PIECE_BYTES:
+        return encode_span_into(data, start, end, out, n, bpe, encoder, scratch, alive, memo)
     low, high = piece_key(data, start, end)
     row = piece_row(low, high, length, cache.shape[0])
     found = cache_lookup(cache, low, high, length, row, out, n)
     if found >= 0:
         return found
-    written = encode_span_into(data, start, end, out, n, bpe, encoder, scratch, alive)
+    whole = short_token_lookup(bpe[8], low, high, length)
+    if whole >= 0:
+        out[n] = whole
+        cache_store(cache, low, high, length, row, out, n, 1)
+        return n + 1
+    written = encode_span_into(data, start, end, out, n, bpe, encoder, scratch, alive, memo)
     if n <= written <= n + MAX_PIECE_TOKENS:
         cache_store(cache, low, high, length, row, out, n, written - n)
     return written
 
 
-@njit(cache=True, nogil=True)
-def encode_docs_kernel(data, doc_offsets, first_doc, last_doc, pattern_id, char_tables, bpe, encoder, cache, out, counts):
-    """Encode the texts data[doc_offsets[d]:doc_offsets[d + 1]] for d in [first_doc, last_doc) into ``out``.
+@njit(cache=True, nogil=True, _nrt=False)
+def encode_docs_kernel(data, doc_offsets, last_doc, pattern_id, char_tables, bpe, encoder, buffers, out, counts, resume):
+    """Encode the texts data[doc_offsets[d]:doc_offsets[d + 1]] for d in [resume[0], last_doc) into ``out``.
 
-    Spans come from the jit pre-tokenizer; counts[d - first_doc] receives each text's number of tokens.
-    Returns the total, or a negative status.
+    Spans come from the jit pre-tokenizer. ``buffers`` is ``(cache, memo, scratch, alive, classes, ends)``: the
+    thread's piece cache and validity memo, encoder scratch (``scratch_capacity``), character classes for the longest text, and
+    SPAN_BATCH span ends. ``resume`` is ``[doc, pos, n, n at the doc's start, 0, first doc]`` to start from; counts[d -
+    first doc] receives each text's number of tokens. Returns the total, or a negative status; on NEED_SCRATCH
+    ``resume`` says where to go on and resume[4] how long a span the scratch must hold. Allocation-free
+    (``_nrt=False``), so no reference counting slows the loop.
     """
-    longest = 0
-    for doc in range(first_doc, last_doc):
-        longest = max(longest, doc_offsets[doc + 1] - doc_offsets[doc])
-    classes = np.empty(longest, np.uint8)
-    ends = np.empty(SPAN_BATCH, np.int64)
-    scratch = np.empty(5 * 64, np.int64)
-    alive = np.empty(64 + 1, np.uint8)
-    n = 0
-    for doc in range(first_doc, last_doc):
-        before = n
+    cache, memo, scratch, alive, classes, ends = buffers
+    first_doc = resume[5]
+    doc, pos, n, before = resume[0], resume[1], resume[2], resume[3]
+    while doc < last_doc:
         text = data[doc_offsets[doc] : doc_offsets[doc + 1]]
         classify_characters(text, 0, text.shape[0], char_tables, classes)
-        pos = 0
         while pos < text.shape[0]:
             found = fill_span_ends(classes, pos, text.shape[0], pattern_id, char_tables, ends)
             for i in range(found):
@@ -118,34 +150,59 @@ def encode_docs_kernel(data, doc_offsets, first_doc, last_doc, pattern_id, char_
                 if end <= pos or end > text.shape[0]:
                     return NO_PROGRESS
                 if end - pos >= alive.shape[0]:
-                    scratch = np.empty(5 * (end - pos), np.int64)
-                    alive = np.empty(end - pos + 1, np.uint8)
-                n = encode_piece(text, pos, end, out, n, bpe, encoder, cache, scratch, alive)
+                    resume[0], resume[1], resume[2], resume[3], resume[4] = doc, pos, n, before, end - pos
+                    return NEED_SCRATCH
+                n = encode_piece(text, pos, end, out, n, bpe, encoder, cache, scratch, alive, memo)
                 if n < 0:
                     return n
                 pos = end
         counts[doc - first_doc] = n - before
+        doc += 1
+        pos = 0
+        before = n
     return n
 
 
-@njit(cache=True, nogil=True)
-def encode_spans_kernel(data, span_ends, bpe, encoder, cache, out):
-    """Encode the spans data[span_ends[i - 1]:span_ends[i]] (from 0) into ``out``; the count or a negative status."""
-    scratch = np.empty(5 * 64, np.int64)
-    alive = np.empty(64 + 1, np.uint8)
+@njit(cache=True, nogil=True, _nrt=False)
+def encode_spans_kernel(data, span_ends, bpe, encoder, cache, memo, scratch, alive, out):
+    """Encode the spans data[span_ends[i - 1]:span_ends[i]] (from 0) into ``out``; the count or a negative status.
+
+    ``scratch`` and ``alive`` must hold the longest span (``scratch_capacity``).
+    """
     n = 0
     pos = 0
     for end in span_ends:
-        if end < pos or end > data.shape[0]:
-            return CORRUPT_TABLES
-        if end - pos >= alive.shape[0]:
-            scratch = np.empty(5 * (end - pos), np.int64)
-            alive = np.empty(end - pos + 1, np.uint8)
-        n = encode_piece(data, pos, end, out, n, bpe, encoder, cache, scratch, alive)
+        if end < pos or end > data.shape[0] or end - pos >= alive.shape[0]:
+            return NO_PROGRESS
+        n = encode_piece(data, pos, end, out, n, bpe, encoder, cache, scratch, alive, memo)
         if n < 0:
             return n
         pos = end
     return n
+
+
+def kernel_tables(tables: dict[str, np.ndarray]) -> tuple:
+    """The tuple the kernels take: (byte_tokens, pair_table, token_offsets, token_bytes, vocab_index, whole_spans,
+    token_rows, dat_rows, short_tokens).
+
+    A span that is a reachable token encodes to that token anyway, so ``whole_spans[0]`` (look whole spans up in
+    ``vocab_index``) is set only where the model has the whole-span lookup and some token is unreachable; spans of
+    up to 16 bytes are looked up in ``short_tokens``, which holds the tokens the lookup may return.
+    """
+    offsets = tables["token_offsets"]
+    reachable = tables["token_rows"][:, SPLIT_LEFT] >= 0
+    returnable = reachable | (bool(tables["settings"][0]) & (np.diff(offsets) > 0))
+    whole_spans = np.array([bool((returnable & ~reachable).any())], np.int64)
+    short_tokens = np.zeros((table_capacity(int(returnable.sum())), 4), np.uint64)
+    fill_short_tokens(short_tokens, offsets, tables["token_bytes"], returnable)
+    dat_rows = interleave_dat(tables["dat_base"], tables["dat_check"], tables["dat_values"])
+    return tuple(tables[name] for name in BPE_TABLE_NAMES[:5]) + (
+        whole_spans, tables["token_rows"], dat_rows, short_tokens)
+
+
+def scratch_capacity(scratch: np.ndarray, alive: np.ndarray) -> int:
+    """The longest span that encoder scratch of these sizes can encode."""
+    return min(len(scratch) // 5, len(alive) - 1)
 
 
 _TABLES_OF_MODEL: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -162,9 +219,9 @@ def tables_for(model) -> dict[str, np.ndarray]:
 def _raise_status(status: int, data: np.ndarray, tables: dict[str, np.ndarray]) -> None:
     if status == NO_PROGRESS:
         raise RuntimeError("the jit pre-tokenizer returned an empty span (a stale numba cache? clear __pycache__)")
-    if status == UNKNOWN_BYTE:
-        missing = next((int(byte) for byte in np.unique(data) if tables["byte_tokens"][byte] < 0), None)
-        raise UnknownTokenError(f"byte {bytes([missing])!r} has no token in this vocabulary")
+    missing = [int(byte) for byte in np.unique(data) if tables["byte_tokens"][byte] < 0]
+    if status == UNKNOWN_BYTE and missing:
+        raise UnknownTokenError(f"byte {bytes(missing[:1])!r} has no token in this vocabulary")
     raise CartridgeError("the BPE tables are corrupt: a kernel found an index outside its arrays")
 
 
@@ -174,9 +231,10 @@ class JitEngine:
     name = "jit"
 
     def __init__(self, tokenizer, *, encoder: str | None = None, tables: dict[str, np.ndarray] | None = None,
-                 cache_buckets: int = 8192):
+                 cache_buckets: int = 32768):
         self.tables = tables_for(tokenizer.model) if tables is None else tables
         check_bpe_tables(self.tables)
+        check_backtrack_tables(self.tables)
         self.backtrack_violation = backtracking_violation(self.tables)
         if encoder is None:
             encoder = "heap" if self.backtrack_violation else DEFAULT_ENCODER
@@ -185,7 +243,7 @@ class JitEngine:
         if encoder == "backtrack" and self.backtrack_violation:
             raise UnsupportedComponentError(f"backtracking is not exact for this vocabulary: {self.backtrack_violation}")
         self.encoder = encoder
-        self._bpe = tuple(self.tables[name] for name in TABLE_NAMES)
+        self.kernel_tables = kernel_tables(self.tables)
         self._encoder_id = ENCODERS[encoder]
         self._cache_buckets = cache_buckets
         self._local = threading.local()
@@ -201,18 +259,32 @@ class JitEngine:
         self._normalizer = tokenizer.normalizer
         self._pretokenizer = tokenizer.pretokenizer
 
-    def _cache(self) -> np.ndarray:
-        cache = getattr(self._local, "cache", None)
-        if cache is None:
-            cache = self._local.cache = new_piece_cache(self._cache_buckets)
-        return cache
+    def _buffers(self, longest_span: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """This thread's (piece cache, validity memo, scratch, alive), the scratch grown to hold ``longest_span``."""
+        local = self._local
+        if not hasattr(local, "cache"):
+            local.cache, local.memo = new_piece_cache(self._cache_buckets), new_validity_memo()
+            local.scratch, local.alive = np.empty(5 * 256, np.int64), np.empty(256 + 1, np.uint8)
+        if longest_span > scratch_capacity(local.scratch, local.alive):
+            capacity = max(longest_span, 2 * scratch_capacity(local.scratch, local.alive))
+            local.scratch, local.alive = np.empty(5 * capacity, np.int64), np.empty(capacity + 1, np.uint8)
+        return local.cache, local.memo, local.scratch, local.alive
 
     def _encode_docs(self, data: np.ndarray, doc_offsets: np.ndarray, first: int, last: int):
         """(tokens, counts) of texts first..last-1 of ``data``, with the fused kernel."""
         out = np.empty(int(doc_offsets[last] - doc_offsets[first]), np.uint32)
         counts = np.zeros(last - first, np.int64)
-        status = encode_docs_kernel(data, doc_offsets, first, last, self.pattern_id, self._char_tables,
-                                    self._bpe, self._encoder_id, self._cache(), out, counts)
+        classes = np.empty(int(np.diff(doc_offsets[first : last + 1]).max(initial=0)), np.uint8)
+        ends = np.empty(SPAN_BATCH, np.int64)
+        resume = np.array([first, 0, 0, 0, 0, first], np.int64)
+        needed = 0
+        while True:
+            buffers = self._buffers(needed) + (classes, ends)
+            status = encode_docs_kernel(data, doc_offsets, last, self.pattern_id, self._char_tables, self.kernel_tables,
+                                        self._encoder_id, buffers, out, counts, resume)
+            if status != NEED_SCRATCH:
+                break
+            needed = int(resume[4])
         if status < 0:
             _raise_status(status, data, self.tables)
         return out[:status], counts
@@ -227,7 +299,8 @@ class JitEngine:
         data = np.frombuffer(b"".join(spans), np.uint8)
         ends = np.cumsum(np.fromiter(map(len, spans), np.int64, len(spans)))
         out = np.empty(len(data), np.uint32)
-        status = encode_spans_kernel(data, ends, self._bpe, self._encoder_id, self._cache(), out)
+        status = encode_spans_kernel(data, ends, self.kernel_tables, self._encoder_id,
+                                     *self._buffers(int(np.diff(ends, prepend=0).max(initial=0))), out)
         if status < 0:
             _raise_status(status, data, self.tables)
         return out[:status]
@@ -289,4 +362,8 @@ def _chunk_bounds(doc_offsets: np.ndarray, n_chunks: int) -> list[int]:
 
 def make_engine(tokenizer) -> JitEngine:
     """The jit engine of a tokenizer (``crayon.tokenizer.make_engine`` calls this for backend "jit")."""
-    return JitEngine(tokenizer)
+    if tokenizer.algorithm == "longest":
+        from crayon.jit.longest import LongestMatchEngine
+
+        return LongestMatchEngine(tokenizer)
+    return JitEngine(tokenizer, tables=tokenizer.tables)
