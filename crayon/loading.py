@@ -127,9 +127,12 @@ def _load_profile(name, *, backend, algorithm, verify, pattern, special_tokens) 
 
 
 def _source_stamp(name: str) -> dict:
+    """What a cached profile was compiled from: the vocabulary file as installed, and the jit tables' format."""
+    from crayon.jit.bpe import TABLES_VERSION
+
     path = find_vocabulary_file(name)
     stat = path.stat()
-    return {"path": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    return {"path": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "tables_version": TABLES_VERSION}
 
 
 def _is_fresh(cartridge: Path | None, name: str) -> bool:
