@@ -185,3 +185,14 @@ def test_cli_compile_verify_train(tmp_path):
     (tmp_path / "bad.crayon").write_bytes(bytes(data))
     assert run("verify", str(tmp_path / "bad.crayon")).returncode == 1
     assert json.loads(json.dumps(crayon.load(tmp_path / "t.crayon").special_tokens)) == {"<|endoftext|>": 300 - 1}
+
+
+@pytest.mark.parametrize("profile", ["lite", "standard"])
+def test_shipped_profiles(profile):
+    """The trained cartridges in cartridges/ load by name, pass verification and agree across engines."""
+    text = corpus_text("english_web.txt", 30_000) + corpus_text("multilingual.txt", 10_000)
+    tok = crayon.load(profile, verify=True)
+    assert tok.backend == "jit" and tok.eot_token == tok.n_vocab - 1
+    tokens = tok.encode(text + "<|endoftext|>", allowed_special="all")
+    assert tokens == tok.with_backend("reference").encode(text + "<|endoftext|>", allowed_special="all")
+    assert tok.decode_bytes(tokens[:-1]) == text.encode()
