@@ -289,10 +289,10 @@ except Exception as missing:
     print(f"SKIP: NVVM cannot compile here ({type(missing).__name__}: {str(missing)[:200]})"); sys.exit(0)
 import crayon
 from crayon.gpu import kernels
-from crayon.jit.engine import TABLE_NAMES, tables_for
 from crayon.jit.pretokenize import unicode_tables
-tables = tables_for(crayon.load("cl100k_base", backend="reference").model)
-bpe, chars = typeof(tuple(tables[name] for name in TABLE_NAMES)), typeof(unicode_tables())
+tables = crayon.load("cl100k_base", backend="jit")._engine.kernel_tables
+bpe = typeof(tuple(np.array(table) for table in tables))  # writable, as device arrays are
+chars = typeof(unicode_tables())
 A = lambda dtype, ndim=1: types.Array(typeof(np.zeros(1, dtype)).dtype, ndim, "C")
 i64, u8, i32, u32, dat = types.int64, A(np.uint8), A(np.int32), A(np.uint32), types.UniTuple(A(np.int32), 3)
 chunks = (A(np.int64),) * 3

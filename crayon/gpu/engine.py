@@ -16,7 +16,9 @@ pre-tokenizer (one CPU pass; with the default budget that is a document of hundr
 from __future__ import annotations
 
 import functools
+import time
 import weakref
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -29,7 +31,7 @@ from crayon.gpu.kernels import LONGEST_CHAIN, THREADS_PER_BLOCK, blocks_for
 from crayon.jit import longest
 from crayon.jit.dat import check_dat_arrays
 from crayon.jit.backtrack import new_validity_memo
-from crayon.jit.engine import BACKTRACK, HEAP, MERGE_LOOP, TABLE_NAMES, JitEngine, _raise_status, tables_for
+from crayon.jit.engine import BACKTRACK, HEAP, MERGE_LOOP, JitEngine, _raise_status
 from crayon.jit.pretokenize import pattern_id_of, split_spans, unicode_tables
 
 
@@ -43,18 +45,18 @@ class BatchStats:
     long_spans: int = 0
     long_span_groups: int = 0
     cpu_spans: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)  # per stage, when the engine profiles
 
 
 MEMO_SLOTS = 1 << 20  # the backtracking encoder's pair-check memo, shared by all GPU threads (8 MiB)
 _DEVICE_TABLES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def device_tables(model) -> tuple[tuple, "cuda.devicearray.DeviceNDArray"]:
-    """Device copies of a BPE model's jit tables (in ``TABLE_NAMES`` order) and its memo, made once per model."""
+def device_tables(model, jit_engine: JitEngine) -> tuple[tuple, "cuda.devicearray.DeviceNDArray"]:
+    """Device copies of the JIT engine's kernel tables of a BPE model, and a memo, made once per model."""
     tables = _DEVICE_TABLES.get(model)
     if tables is None:
-        host = tables_for(model)
-        bpe = tuple(cuda.to_device(host[name]) for name in TABLE_NAMES)
+        bpe = tuple(cuda.to_device(array) for array in jit_engine.kernel_tables)
         tables = _DEVICE_TABLES[model] = bpe, cuda.to_device(new_validity_memo(MEMO_SLOTS))
     return tables
 
@@ -92,7 +94,8 @@ class _GpuPipeline:
 
     token_dtype = np.uint32
 
-    def __init__(self, pattern_id: int | None, memory_budget: int | None, chunk_bytes: int):
+    def __init__(self, pattern_id: int | None, memory_budget: int | None, chunk_bytes: int, profile: bool):
+        self.profile = profile  # time each stage (waiting for the GPU after each) into stats.seconds
         self.pattern_id = pattern_id  # None: marks come from the host; LONGEST_CHAIN: tokens are the spans
         self.memory_budget = default_memory_budget() if memory_budget is None else memory_budget
         self.chunk_bytes = chunk_bytes
@@ -102,6 +105,16 @@ class _GpuPipeline:
         self._char_tables = device_char_tables() if pattern_id is not None and pattern_id >= 0 else None
         self._dat = None  # the DAT a LONGEST_CHAIN spanner walks
         self.stats = BatchStats()
+
+    @contextmanager
+    def _stage(self, name: str):
+        if not self.profile:
+            yield
+            return
+        started = time.perf_counter()
+        yield
+        cuda.synchronize()
+        self.stats.seconds[name] = self.stats.seconds.get(name, 0.0) + time.perf_counter() - started
 
     def plan(self, texts: Sequence[str]) -> list[capacity.Batch]:
         """The batches an encode of ``texts`` runs under this engine's memory budget."""
@@ -160,24 +173,29 @@ class _GpuPipeline:
         size = len(data)
         if size == 0:
             return np.empty(0, self.token_dtype), np.zeros(len(doc_offsets), np.int64)
-        layout = capacity.chunk_layout(data, doc_offsets, self.chunk_bytes)
-        chunks = layout.count
-        d_data = cuda.to_device(data)
-        d_chunks = tuple(cuda.to_device(a) for a in (layout.starts, layout.stops, layout.doc_stops))
-        d_marks = self._span_marks(d_data, layout, d_chunks) if marks is None else cuda.to_device(marks)
-
-        d_tokens = cuda.device_array(size, self.token_dtype)
-        d_counts = cuda.device_array(size, np.int32)  # the model kernel zeroes each chunk's counts
-        self._encode_marked_spans(data, d_data, chunks, d_chunks, d_marks, d_tokens, d_counts)
-
-        d_totals = cuda.device_array(chunks, np.int64)
-        _launch(kernels.chunk_token_totals, chunks, d_chunks[0], d_chunks[1], d_counts, d_totals)
-        chunk_offsets = kernels.exclusive_scan(d_totals).copy_to_host()
-        total = int(chunk_offsets[-1])
-        d_out = cuda.device_array(max(total, 1), self.token_dtype)
-        _launch(kernels.compact_chunks, chunks, d_chunks[0], d_chunks[1], d_counts, d_tokens,
-                cuda.to_device(chunk_offsets), d_out)
-        tokens = d_out[:total].copy_to_host() if total else np.empty(0, self.token_dtype)
+        with self._stage("layout and upload"):
+            layout = capacity.chunk_layout(data, doc_offsets, self.chunk_bytes)
+            chunks = layout.count
+            d_data = cuda.to_device(data)
+            d_chunks = tuple(cuda.to_device(a) for a in (layout.starts, layout.stops, layout.doc_stops))
+            d_marks = None if marks is None else cuda.to_device(marks)
+        if d_marks is None:
+            with self._stage("pre-tokenize"):
+                d_marks = self._span_marks(d_data, layout, d_chunks)
+        with self._stage("model"):
+            d_tokens = cuda.device_array(size, self.token_dtype)
+            d_counts = cuda.device_array(size, np.int32)  # the model kernel zeroes each chunk's counts
+            self._encode_marked_spans(data, d_data, chunks, d_chunks, d_marks, d_tokens, d_counts)
+        with self._stage("compact"):
+            d_totals = cuda.device_array(chunks, np.int64)
+            _launch(kernels.chunk_token_totals, chunks, d_chunks[0], d_chunks[1], d_counts, d_totals)
+            chunk_offsets = kernels.exclusive_scan(d_totals).copy_to_host()
+            total = int(chunk_offsets[-1])
+            d_out = cuda.device_array(max(total, 1), self.token_dtype)
+            _launch(kernels.compact_chunks, chunks, d_chunks[0], d_chunks[1], d_counts, d_tokens,
+                    cuda.to_device(chunk_offsets), d_out)
+        with self._stage("download"):
+            tokens = d_out[:total].copy_to_host() if total else np.empty(0, self.token_dtype)
         return tokens, chunk_offsets[layout.doc_first_chunk]
 
     def _span_marks(self, d_data, layout: capacity.ChunkLayout, d_chunks):
@@ -221,16 +239,16 @@ class CudaEngine(_GpuPipeline):
     name = "cuda"
 
     def __init__(self, tokenizer, *, memory_budget: int | None = None,
-                 chunk_bytes: int = capacity.DEFAULT_CHUNK_BYTES, encoder: str | None = None):
+                 chunk_bytes: int = capacity.DEFAULT_CHUNK_BYTES, encoder: str | None = None, profile: bool = False):
         self.cpu = JitEngine(tokenizer, encoder=encoder)
-        super().__init__(self.cpu.pattern_id, memory_budget, chunk_bytes)
+        super().__init__(self.cpu.pattern_id, memory_budget, chunk_bytes, profile)
         self._normalizer = tokenizer.normalizer
         self._pretokenizer = tokenizer.pretokenizer
         backtrack = self.cpu.encoder == "backtrack"
         self.local_encoder = BACKTRACK if backtrack else MERGE_LOOP
         self.local_limit = capacity.BACKTRACK_LOCAL_BYTES if backtrack else capacity.MERGE_LOOP_LOCAL_BYTES
         self.long_encoder = BACKTRACK if backtrack else HEAP
-        self._bpe, self._memo = device_tables(tokenizer.model)
+        self._bpe, self._memo = device_tables(tokenizer.model, self.cpu)
 
     def encode_ordinary(self, text: str) -> list[int]:
         tokens, _ = self.encode_ordinary_flat([text])
@@ -317,11 +335,12 @@ class LongestMatchGpu(_GpuPipeline):
 
     def __init__(self, base: np.ndarray, check: np.ndarray, values: np.ndarray, fallback: np.ndarray, *,
                  pattern: str | None = None, memory_budget: int | None = None,
-                 chunk_bytes: int = capacity.DEFAULT_CHUNK_BYTES):
+                 chunk_bytes: int = capacity.DEFAULT_CHUNK_BYTES, profile: bool = False):
         check_dat_arrays(base, check, values)
         if np.asarray(fallback).shape != (256,):
             raise ValueError("fallback must hold 256 ids")
-        super().__init__(LONGEST_CHAIN if pattern is None else pattern_id_of(pattern), memory_budget, chunk_bytes)
+        pattern_id = LONGEST_CHAIN if pattern is None else pattern_id_of(pattern)
+        super().__init__(pattern_id, memory_budget, chunk_bytes, profile)
         self._host_dat = (base, check, values, np.ascontiguousarray(fallback, np.int32))
         self._dat = tuple(cuda.to_device(np.ascontiguousarray(array)) for array in (base, check, values))
         self._fallback = cuda.to_device(self._host_dat[3])
@@ -348,9 +367,9 @@ class LongestMatchGpu(_GpuPipeline):
 def make_engine(tokenizer, **options) -> CudaEngine:
     """The CUDA engine of a tokenizer (``crayon.tokenizer.make_engine`` calls this for backend "cuda").
 
-    ``options``: ``memory_budget`` (device bytes per batch; default ``$CRAYON_GPU_MEMORY_BUDGET``, else 2 GiB
-    raised up to half the free device memory, at most 8 GiB), ``chunk_bytes`` (text bytes per GPU thread) and
-    ``encoder`` (the JIT span encoder: "backtrack" where it is exact, else "heap"; the GPU runs the heap for
+    ``options``: ``memory_budget`` (device bytes per batch; default ``$CRAYON_GPU_MEMORY_BUDGET``, else half
+    the free device memory, at most 8 GiB), ``chunk_bytes`` (text bytes per GPU thread), ``profile`` (time
+    each stage into ``engine.stats.seconds``) and ``encoder`` (the JIT span encoder: "backtrack" where it is exact, else "heap"; the GPU runs the heap for
     long spans when "merge_loop" is asked)."""
     available, reason = capacity.cuda_status()
     if not available:
