@@ -119,7 +119,8 @@ def test_device_tests_under_simulator():
 
 
 def _slice_ranks(limit: int = 3000, without: tuple[bytes, ...] = ()) -> dict[bytes, int]:
-    return {token: rank for token, rank in mergeable_ranks("cl100k_base").items() if rank < limit and token not in without}
+    ranks = mergeable_ranks("cl100k_base")
+    return {token: rank for token, rank in ranks.items() if rank < limit and token not in without}
 
 
 @functools.cache
@@ -136,8 +137,10 @@ def _tokenizer(ranks, pattern="cl100k_base"):
 
 def _assert_same_as_jit(engine, tokenizer, texts):
     """The GPU engine's flat output equals the JIT engine's; returns it as lists."""
+    from crayon.jit.engine import JitEngine
+
     tokens, offsets = engine.encode_ordinary_flat(texts)
-    expected_tokens, expected_offsets = tokenizer.with_backend("jit")._engine.encode_ordinary_flat(texts)
+    expected_tokens, expected_offsets = JitEngine(tokenizer).encode_ordinary_flat(texts)
     assert tokens.dtype == expected_tokens.dtype and offsets.dtype == expected_offsets.dtype
     np.testing.assert_array_equal(offsets, expected_offsets)
     np.testing.assert_array_equal(tokens, expected_tokens)
@@ -273,7 +276,8 @@ def test_on_device_random_text_equals_jit(texts):
 PTX_CHECK = r"""
 import glob, os, sys, types as pytypes
 import numpy as np
-libdevice = sorted(glob.glob(os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda*"), "nvvm/libdevice/libdevice*.bc")))
+toolkit = os.environ.get("CUDA_HOME", "/usr/local/cuda*")
+libdevice = sorted(glob.glob(os.path.join(toolkit, "nvvm/libdevice/libdevice*.bc")))
 if not libdevice:
     print("SKIP: no CUDA toolkit (libdevice) to compile with"); sys.exit(0)
 import numba.cuda.cudadrv.libs as libs, numba.cuda.cudadrv.nvvm as nvvm, numba.cuda.cudadrv.nvrtc as nvrtc
@@ -300,9 +304,10 @@ signatures = {
     "classify_chunks": (u8, A(np.int64), A(np.int64), chars, u8),
     "span_chunks": (u8, u8, *chunks, i64, chars, dat, u8, A(np.int64), A(np.int64)),
     "fix_chunks": (u8, u8, *chunks, u8, i64, chars, dat, u8, A(np.int64), A(np.int64), i32),
-    "encode_chunks": (u8, *chunks, u8, bpe, A(np.uint64), i64, i64, u32, i32, A(np.int64, 2), A(np.int64), A(np.int64)),
-    "encode_long_spans": (u8, A(np.int64, 2), A(np.int64), A(np.int64), bpe, A(np.uint64), i64, A(np.int64), u8, u32, i32,
-                          A(np.int64)),
+    "encode_chunks": (u8, *chunks, u8, bpe, A(np.uint64), i64, i64, u32, i32, A(np.int64, 2), A(np.int64),
+                      A(np.int64)),
+    "encode_long_spans": (u8, A(np.int64, 2), A(np.int64), A(np.int64), bpe, A(np.uint64), i64, A(np.int64), u8, u32,
+                          i32, A(np.int64)),
     "longest_chunks": (u8, *chunks, u8, dat, i32, i32, i32),
     "chunk_token_totals": (A(np.int64), A(np.int64), i32, A(np.int64)),
     "compact_chunks": (A(np.int64), A(np.int64), i32, u32, A(np.int64), u32),

@@ -212,7 +212,8 @@ def chunk_layout(data: np.ndarray, doc_offsets: np.ndarray, chunk_bytes: int = D
         inside[inside] = (data[starts[inside]] & 0xC0) == 0x80
         starts += inside
     keep = starts < doc_stops  # a cut moved to the document's end leaves no chunk
-    starts, doc_stops, doc_of_chunk, index_in_doc = starts[keep], doc_stops[keep], doc_of_chunk[keep], index_in_doc[keep]
+    starts, doc_stops = starts[keep], doc_stops[keep]
+    doc_of_chunk, index_in_doc = doc_of_chunk[keep], index_in_doc[keep]
     stops = np.append(starts[1:], 0)
     last_of_doc = np.append(doc_of_chunk[1:] != doc_of_chunk[:-1], True)
     stops[last_of_doc] = doc_stops[last_of_doc]

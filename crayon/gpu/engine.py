@@ -260,7 +260,8 @@ class CudaEngine(_GpuPipeline):
         flat = tokens.tolist()
         return [flat[offsets[i] : offsets[i + 1]] for i in range(len(texts))]
 
-    def encode_ordinary_flat(self, texts: Sequence[str], num_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def encode_ordinary_flat(self, texts: Sequence[str],
+                             num_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """All texts' tokens in one uint32 array and int64 offsets: text i is tokens[offsets[i]:offsets[i + 1]]."""
         if self.pattern_id is not None:
             return self._encode_flat([text.encode("utf-8") for text in texts], None)
@@ -369,8 +370,8 @@ def make_engine(tokenizer, **options) -> CudaEngine:
 
     ``options``: ``memory_budget`` (device bytes per batch; default ``$CRAYON_GPU_MEMORY_BUDGET``, else half
     the free device memory, at most 8 GiB), ``chunk_bytes`` (text bytes per GPU thread), ``profile`` (time
-    each stage into ``engine.stats.seconds``) and ``encoder`` (the JIT span encoder: "backtrack" where it is exact, else "heap"; the GPU runs the heap for
-    long spans when "merge_loop" is asked)."""
+    each stage into ``engine.stats.seconds``) and ``encoder`` (the JIT span encoder: "backtrack" where it is
+    exact, else "heap"; the GPU runs the heap for long spans when "merge_loop" is asked)."""
     available, reason = capacity.cuda_status()
     if not available:
         raise BackendUnavailableError(

@@ -23,7 +23,9 @@ over threads:
    are written at the span's own byte offset (a span of n bytes has at most n tokens) and the token count at
    ``counts[span start]``. The backtracking encoder's memo of pair checks is one direct-mapped table in
    global memory shared by all threads: each entry carries its key, so a racing write can only cost a
-   recomputation, never a wrong answer.
+   recomputation, never a wrong answer. Greedy longest match (``longest_chunks``) is the other model; a text
+   without pre-tokenization is then one chain of tokens, which step 1 follows with ``longest_prefix`` as its
+   step (``LONGEST_CHAIN``), so each span is one token.
 3. Compaction (``chunk_token_totals``, ``exclusive_scan``, ``compact_chunks``): per-chunk token totals, a
    prefix sum, and every chunk copies its tokens to their final place.
 
