@@ -74,7 +74,7 @@ NEED_SCRATCH = -4  # a span is longer than the scratch buffers: grow them and re
 TABLE_NAMES = BPE_TABLE_NAMES + BACKTRACK_TABLE_NAMES
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False)
 def encode_span_into(data, start, end, out, n, bpe, encoder, scratch, alive, memo):
     """Encode the span data[start:end] into out[n:]; returns the new n or a negative status.
 
@@ -196,8 +196,15 @@ def kernel_tables(tables: dict[str, np.ndarray]) -> tuple:
     short_tokens = np.zeros((table_capacity(int(returnable.sum())), 4), np.uint64)
     fill_short_tokens(short_tokens, offsets, tables["token_bytes"], returnable)
     dat_rows = interleave_dat(tables["dat_base"], tables["dat_check"], tables["dat_values"])
-    return tuple(tables[name] for name in BPE_TABLE_NAMES[:5]) + (
-        whole_spans, tables["token_rows"], dat_rows, short_tokens)
+    arrays = tuple(tables[name] for name in BPE_TABLE_NAMES[:5]) + (whole_spans, tables["token_rows"], dat_rows, short_tokens)
+    return tuple(_read_only(array) for array in arrays)
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    """A read-only view: tables built here and tables mapped from a cartridge then share one compiled kernel."""
+    view = np.ascontiguousarray(array).view()
+    view.flags.writeable = False
+    return view
 
 
 def scratch_capacity(scratch: np.ndarray, alive: np.ndarray) -> int:
