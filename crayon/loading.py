@@ -21,6 +21,7 @@ from crayon.errors import CartridgeError
 from crayon.patterns import PATTERNS
 from crayon.profiles import OPENAI_ENCODINGS, cache_dirs, find_vocabulary_file, profile_dirs
 from crayon.reference.bpe import BytePairModel
+from crayon.reference.pretokenize import WholeText
 from crayon.reference.tiktoken_io import load_tiktoken_bpe
 from crayon.tokenizer import Tokenizer
 
@@ -293,5 +294,4 @@ def _load_seed_v2(path: Path, *, backend: str) -> Tokenizer:
     seed = read_seed_v2(path)
     model = LongestMatchModel(seed.tokens, seed.base, seed.check, seed.values,
                               first_reserved_id=max(seed.tokens, default=-1) + 1)
-    return Tokenizer(path.stem, model, pattern=None, pretokenizer=lambda text: [text] if text else [],
-                     backend=backend, algorithm="longest")
+    return Tokenizer(path.stem, model, pattern=None, pretokenizer=WholeText(), backend=backend, algorithm="longest")

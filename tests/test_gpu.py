@@ -31,7 +31,7 @@ from strategies import tokenizer_text
 SIMULATED = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 ON_DEVICE = SIMULATED or capacity.cuda_status()[0]
 device = pytest.mark.skipif(not ON_DEVICE, reason="device test: run by test_device_tests_under_simulator")
-DEVICE_TEST_COUNT = 10
+DEVICE_TEST_COUNT = 11
 
 
 # --- host-side planning ----------------------------------------------------------------------------
@@ -260,6 +260,22 @@ def test_on_device_tokenizer_backend_and_longest_match():
             expected = longest.encode_spans(data, ends if len(data) else np.zeros(0, np.int64), base, check, values,
                                             fallback)
             np.testing.assert_array_equal(ids[offsets[i] : offsets[i + 1]], expected)
+
+
+@device
+def test_on_device_longest_match_tokenizers(tmp_path):
+    import crayon
+    from crayon.cartridge import write_seed_v2
+    from crayon.jit.dat import compile_dat
+    from crayon.loading import as_longest_match
+
+    text = "Hello there, " + corpus_text("english_web.txt")[:400] + " 東京 " + DIGITS[:40]
+    patterned = as_longest_match(_slice_tokenizer(), backend="jit")
+    assert patterned.with_backend("cuda").encode_ordinary(text) == patterned.encode_ordinary(text)
+    vocab = ["a", "b", "ab", "abc", "hello", " ", "wor", "Hello", "the"]
+    write_seed_v2(tmp_path / "seed.dat", *compile_dat([t.encode() for t in vocab], list(range(len(vocab)))), vocab)
+    seed = crayon.load(tmp_path / "seed.dat", backend="jit")
+    assert seed.with_backend("cuda").encode_batch([text, "", "abc"]) == seed.encode_batch([text, "", "abc"])
 
 
 @device

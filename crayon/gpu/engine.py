@@ -25,7 +25,7 @@ from typing import Sequence
 import numpy as np
 from numba import cuda
 
-from crayon.errors import BackendUnavailableError
+from crayon.errors import BackendUnavailableError, UnsupportedComponentError
 from crayon.gpu import capacity, kernels
 from crayon.gpu.kernels import LONGEST_CHAIN, THREADS_PER_BLOCK, blocks_for
 from crayon.jit import longest
@@ -33,6 +33,7 @@ from crayon.jit.dat import check_dat_arrays
 from crayon.jit.backtrack import new_validity_memo
 from crayon.jit.engine import BACKTRACK, HEAP, MERGE_LOOP, JitEngine, _raise_status
 from crayon.jit.pretokenize import pattern_id_of, split_spans, unicode_tables
+from crayon.reference.pretokenize import PatternSpanner, WholeText
 
 
 @dataclass
@@ -378,4 +379,33 @@ def make_engine(tokenizer, **options) -> CudaEngine:
             f"backend 'cuda' is unavailable: {reason}. Use backend='jit' (or 'auto'), or run on a machine "
             "with an NVIDIA GPU and numba-cuda (pip install 'crayon[gpu]')"
         )
+    if tokenizer.algorithm == "longest":
+        return LongestMatchCudaEngine(tokenizer, **options)
     return CudaEngine(tokenizer, **options)
+
+
+class LongestMatchCudaEngine:
+    """The CUDA engine of a longest-match tokenizer: ``LongestMatchGpu`` over the model's DAT, cut by the
+    tokenizer's pattern (or following the chain of tokens over the whole text when it has no pattern)."""
+
+    name = "cuda"
+
+    def __init__(self, tokenizer, **options):
+        if tokenizer.normalizer is not None:
+            raise UnsupportedComponentError("the CUDA longest-match engine has no normalizer; use backend='jit'")
+        if isinstance(tokenizer.pretokenizer, WholeText):
+            pattern = None
+        elif isinstance(tokenizer.pretokenizer, PatternSpanner):
+            pattern = tokenizer.pattern
+        else:
+            raise UnsupportedComponentError(
+                f"the CUDA longest-match engine cannot run pre-tokenizer {tokenizer.pretokenizer!r}; use backend='jit'")
+        model = tokenizer.model
+        self._gpu = LongestMatchGpu(model.base, model.check, model.values, model.fallback, pattern=pattern, **options)
+
+    def encode_ordinary_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
+        ids, offsets = self._gpu.encode_flat(texts)
+        return [ids[offsets[i] : offsets[i + 1]].tolist() for i in range(len(texts))]
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        return self.encode_ordinary_batch([text])[0]

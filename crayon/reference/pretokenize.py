@@ -58,3 +58,10 @@ class PatternSpanner:
 
     def __call__(self, text: str) -> list[str]:
         return self._regex.findall(text)
+
+
+class WholeText:
+    """The pre-tokenizer of a vocabulary without a pattern (the seed's v2 cartridges): the text is one span."""
+
+    def __call__(self, text: str) -> list[str]:
+        return [text] if text else []
