@@ -103,6 +103,9 @@ class Tokenizer:
         n_tokens = len(tables["token_offsets"]) - 1 if tables is not None else 1 + max(self.model.token_bytes, default=-1)
         self.n_vocab = max(n_tokens, 1 + max(self._special_bytes, default=-1))
         self._engine = make_engine(self, backend)
+        self._choose_per_batch = backend == "auto"
+        self._cuda_engine = None
+        self.batch_choice: tuple[str, str] | None = None  # (engine, reason) of the last batch under "auto"
 
     def __repr__(self) -> str:
         return f"<crayon.Tokenizer {self.name!r} backend={self.backend!r} n_vocab={self.n_vocab}>"
@@ -135,6 +138,7 @@ class Tokenizer:
         clone = object.__new__(Tokenizer)
         clone.__dict__.update(self.__dict__)
         clone._engine = make_engine(clone, backend)
+        clone._choose_per_batch, clone._cuda_engine, clone.batch_choice = backend == "auto", None, None
         return clone
 
     # encoding --------------------------------------------------------------------------------------
@@ -182,7 +186,7 @@ class Tokenizer:
         texts = [_as_utf8_safe(text) for text in texts]
         allowed = [self._check_specials(text, allowed_special, disallowed_special) for text in texts]
         if not any(allowed) and not self.added_tokens:
-            return self._engine.encode_ordinary_batch(texts, num_threads=num_threads)
+            return self._batch_engine(texts).encode_ordinary_batch(texts, num_threads=num_threads)
         return [self._encode_chunks(text, specials) for text, specials in zip(texts, allowed)]
 
     def encode_ordinary_batch(self, texts: Sequence[str], *, num_threads: int | None = None) -> list[list[int]]:
@@ -190,7 +194,24 @@ class Tokenizer:
         texts = [_as_utf8_safe(text) for text in texts]
         if self.added_tokens:
             return [self._encode_chunks(text, frozenset()) for text in texts]
-        return self._engine.encode_ordinary_batch(texts, num_threads=num_threads)
+        return self._batch_engine(texts).encode_ordinary_batch(texts, num_threads=num_threads)
+
+    def _batch_engine(self, texts: Sequence[str]):
+        """Under backend "auto", a batch large enough to pay for the transfer goes to the GPU where there is one
+        (``crayon.gpu.should_use_gpu``); ``batch_choice`` records the engine and the reason."""
+        if not self._choose_per_batch:
+            return self._engine
+        from crayon.gpu import capacity
+
+        size = sum(map(len, texts))
+        use_gpu, reason = (False, f"CPU: {size} characters is below the GPU batch threshold")
+        if size >= capacity.min_gpu_batch_bytes():
+            use_gpu, reason = capacity.should_use_gpu(size)
+        if use_gpu and self._cuda_engine is None:
+            self._cuda_engine = make_engine(self, "cuda")
+        engine = self._cuda_engine if use_gpu else self._engine
+        self.batch_choice = (engine.name, reason)
+        return engine
 
     def _check_specials(self, text: str, allowed_special, disallowed_special) -> frozenset[str]:
         """Apply tiktoken's special-token contract; return the specials to encode as specials."""

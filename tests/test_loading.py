@@ -196,3 +196,19 @@ def test_shipped_profiles(profile):
     tokens = tok.encode(text + "<|endoftext|>", allowed_special="all")
     assert tokens == tok.with_backend("reference").encode(text + "<|endoftext|>", allowed_special="all")
     assert tok.decode_bytes(tokens[:-1]) == text.encode()
+
+
+def test_auto_backend_choice_is_inspectable(monkeypatch):
+    from crayon.gpu import capacity
+
+    tok = crayon.load("cl100k_base")
+    assert tok.backend == "jit"
+    assert tok.encode_batch(["a b", "c"]) == [[64, 293], [66]]
+    assert tok.batch_choice == ("jit", "CPU: 4 characters is below the GPU batch threshold")
+    monkeypatch.setattr(capacity, "should_use_gpu", lambda size: (False, f"CPU: no GPU for {size}"))
+    monkeypatch.setenv("CRAYON_GPU_MIN_BATCH_BYTES", "3")
+    tok.encode_batch(["a b", "c"])
+    assert tok.batch_choice == ("jit", "CPU: no GPU for 4")
+    explicit = crayon.load("cl100k_base", backend="jit")
+    explicit.encode_batch(["a b"])
+    assert explicit.batch_choice is None  # an explicit backend is never switched
