@@ -108,6 +108,13 @@ def build_backtrack_tables(tables: dict[str, np.ndarray]) -> dict[str, np.ndarra
     return {"token_rows": rows, "dat_base": base, "dat_check": check, "dat_values": values}
 
 
+def whole_span_tokens(tables: dict[str, np.ndarray]) -> np.ndarray:
+    """Which tokens a span spelling them encodes to: the reachable ones, and all of them under tiktoken's
+    whole-span lookup."""
+    reachable = tables["token_rows"][:, SPLIT_LEFT] >= 0
+    return reachable | (bool(tables["settings"][0]) & (np.diff(tables["token_offsets"]) > 0))
+
+
 def check_backtrack_tables(tables: dict[str, np.ndarray]) -> None:
     """Refuse backtracking tables the kernels cannot index safely (CartridgeError)."""
     n_ids = len(tables["token_offsets"]) - 1

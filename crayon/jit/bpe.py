@@ -22,6 +22,8 @@ Two merge encoders, identical tokens (the backtracking encoder is in ``crayon.ji
 * ``settings`` int64[2]: ``[whole_span_lookup, TABLES_VERSION]`` (whole_span_lookup 1: a span that is a token is
   that token, as in tiktoken; the version changes whenever the layout of any table does).
 * the backtracking encoder's tables, from ``crayon.jit.backtrack.build_backtrack_tables``.
+* ``short_tokens`` uint64[capacity, 4]: the tokens of 2 to 16 bytes a span spelling them encodes to, keyed like
+  the piece cache (``crayon.jit.cache.build_short_tokens``).
 
 Kernels check every index they take from a table, so corrupt tables give an error code or wrong tokens,
 never a read outside an array. Status codes: ``UNKNOWN_BYTE`` (a byte without a token) and ``CORRUPT_TABLES``.
@@ -49,8 +51,8 @@ _MIX_2 = np.uint64(0xC4CEB9FE1A85EC53)
 _U32 = np.uint64(32)
 _U33 = np.uint64(33)
 
-TABLES_VERSION = 2
-BPE_TABLE_NAMES = ("byte_tokens", "pair_table", "token_offsets", "token_bytes", "vocab_index", "settings")
+TABLES_VERSION = 3
+BPE_TABLE_NAMES = ("byte_tokens", "pair_table", "token_offsets", "token_bytes", "vocab_index", "settings", "short_tokens")
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -337,9 +339,11 @@ def build_bpe_tables(model: BytePairModel) -> dict[str, np.ndarray]:
         "vocab_index": vocab_index,
         "settings": np.array([int(model.whole_span_lookup), TABLES_VERSION], np.int64),
     }
-    from crayon.jit.backtrack import build_backtrack_tables
+    from crayon.jit.backtrack import build_backtrack_tables, whole_span_tokens
+    from crayon.jit.cache import build_short_tokens
 
     tables.update(build_backtrack_tables(tables))
+    tables["short_tokens"] = build_short_tokens(token_offsets, token_bytes, whole_span_tokens(tables))
     return tables
 
 
@@ -352,6 +356,7 @@ def check_bpe_tables(tables: dict[str, np.ndarray]) -> None:
         "token_bytes": (np.uint8, 1),
         "vocab_index": (np.int64, 1),
         "settings": (np.int64, 1),
+        "short_tokens": (np.uint64, 2),
     }
     for name, (dtype, ndim) in expected.items():
         array = tables.get(name)
@@ -359,11 +364,11 @@ def check_bpe_tables(tables: dict[str, np.ndarray]) -> None:
             raise CartridgeError(f"BPE table {name!r} is missing or not a {ndim}-D {np.dtype(dtype).name} array")
         if not array.flags.c_contiguous:
             raise CartridgeError(f"BPE table {name!r} is not contiguous")
-    for name in ("pair_table", "vocab_index"):
+    for name in ("pair_table", "vocab_index", "short_tokens"):
         size = tables[name].shape[0]
         if size < 1 or size & (size - 1):
             raise CartridgeError(f"BPE table {name!r} must have a power-of-two number of slots, not {size}")
-    if tables["pair_table"].shape[1] != 2 or tables["byte_tokens"].shape[0] != 256:
+    if tables["pair_table"].shape[1] != 2 or tables["byte_tokens"].shape[0] != 256 or tables["short_tokens"].shape[1] != 4:
         raise CartridgeError("BPE tables have the wrong shape")
     offsets = tables["token_offsets"]
     if offsets.shape[0] < 1 or offsets[0] != 0 or offsets[-1] != len(tables["token_bytes"]) or (np.diff(offsets) < 0).any():

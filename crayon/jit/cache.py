@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from crayon.jit.bpe import table_capacity
 from crayon.reference.cache import DEFAULT_BUCKETS, MAX_PIECE_BYTES, MAX_PIECE_TOKENS, MIN_PIECE_BYTES
 
 ROW_WORDS = 8
@@ -100,6 +101,13 @@ def cached_put(cache, data, start, end, tokens, first, count):
 # The vocabulary's short tokens, keyed like the cache: a read-only table shared by all threads, so that a span
 # that is a token costs one probe even the first time it is seen (one cache line, where a trie walk costs one a byte). Rows of 4 words: [bytes 0-7, bytes 8-15,
 # length | id << 8, 0]; a zero third word is an empty row; linear probing from the row piece_hash picks.
+
+
+def build_short_tokens(token_offsets: np.ndarray, token_bytes: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """The short-token table of the tokens with ``keep[token]`` (at most half full)."""
+    table = np.zeros((table_capacity(int(np.count_nonzero(keep))), 4), np.uint64)
+    fill_short_tokens(table, token_offsets, token_bytes, keep)
+    return table
 
 
 @njit(cache=True)

@@ -37,12 +37,12 @@ from crayon.jit.backtrack import (
     check_backtrack_tables,
     interleave_dat,
     new_validity_memo,
+    whole_span_tokens,
 )
 from crayon.jit.bpe import (
     BPE_TABLE_NAMES,
     CORRUPT_TABLES,
     UNKNOWN_BYTE,
-    table_capacity,
     build_bpe_tables,
     check_bpe_tables,
     heap_merge,
@@ -53,7 +53,6 @@ from crayon.jit.bpe import (
 from crayon.jit.cache import (
     cache_lookup,
     cache_store,
-    fill_short_tokens,
     new_piece_cache,
     piece_key,
     piece_row,
@@ -189,14 +188,11 @@ def kernel_tables(tables: dict[str, np.ndarray]) -> tuple:
     ``vocab_index``) is set only where the model has the whole-span lookup and some token is unreachable; spans of
     up to 16 bytes are looked up in ``short_tokens``, which holds the tokens the lookup may return.
     """
-    offsets = tables["token_offsets"]
     reachable = tables["token_rows"][:, SPLIT_LEFT] >= 0
-    returnable = reachable | (bool(tables["settings"][0]) & (np.diff(offsets) > 0))
-    whole_spans = np.array([bool((returnable & ~reachable).any())], np.int64)
-    short_tokens = np.zeros((table_capacity(int(returnable.sum())), 4), np.uint64)
-    fill_short_tokens(short_tokens, offsets, tables["token_bytes"], returnable)
+    whole_spans = np.array([bool((whole_span_tokens(tables) & ~reachable).any())], np.int64)
     dat_rows = interleave_dat(tables["dat_base"], tables["dat_check"], tables["dat_values"])
-    arrays = tuple(tables[name] for name in BPE_TABLE_NAMES[:5]) + (whole_spans, tables["token_rows"], dat_rows, short_tokens)
+    arrays = tuple(tables[name] for name in BPE_TABLE_NAMES[:5]) + (
+        whole_spans, tables["token_rows"], dat_rows, tables["short_tokens"])
     return tuple(_read_only(array) for array in arrays)
 
 
@@ -276,6 +272,11 @@ class JitEngine:
             capacity = max(longest_span, 2 * scratch_capacity(local.scratch, local.alive))
             local.scratch, local.alive = np.empty(5 * capacity, np.int64), np.empty(capacity + 1, np.uint8)
         return local.cache, local.memo, local.scratch, local.alive
+
+    def clear_caches(self) -> None:
+        """Empty this thread's piece cache and validity memo (benchmarks time a text as if seen for the first time)."""
+        for table in self._buffers()[:2]:
+            table[:] = 0
 
     def _encode_docs(self, data: np.ndarray, doc_offsets: np.ndarray, first: int, last: int):
         """(tokens, counts) of texts first..last-1 of ``data``, with the fused kernel."""
