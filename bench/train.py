@@ -24,6 +24,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+    from crayon.reference.train import TrainResult
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPORA_DIR = ROOT.parent / "shared" / "corpora"
@@ -49,40 +55,32 @@ def peak_rss_megabytes() -> float:
     return sum(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024
 
 
-def run_crayon(files: list[Path], vocab_size: int) -> dict:
-    from crayon.jit.train import available_cores, count_words_jit, train_bpe_jit
+def train_crayon(files: list[Path], vocab_size: int) -> tuple[dict, TrainResult]:
+    """Train with crayon's jit trainer in this process, its kernels loaded first: (measurements, result)."""
+    from crayon.jit.train import train_bpe_jit
 
     began = time.perf_counter()
     train_bpe_jit(["warm up"], 300)  # loads (or compiles and caches) the kernels
     load_seconds = time.perf_counter() - began
+    rss_before_mb = peak_rss_megabytes()
     began = time.perf_counter()
     cpu_before = cpu_seconds()
     result = train_bpe_jit(files, vocab_size, special_tokens=[SPECIAL])
     seconds = time.perf_counter() - began
     cpu = cpu_seconds() - cpu_before
-    peak_rss_mb = peak_rss_megabytes()
-
-    began = time.perf_counter()
-    count_words_jit(files, "cl100k_base", [SPECIAL], workers=available_cores())
-    count_seconds = time.perf_counter() - began
-
-    import tiktoken
-
-    encoding = tiktoken.Encoding("trained", pat_str=result.pattern, mergeable_ranks=result.ranks, special_tokens={})
-    texts = [path.read_text(encoding="utf-8") for path in files]
-    n_tokens = sum(map(len, encoding.encode_ordinary_batch(texts)))
-    return {
+    measurements = {
         "seconds": seconds,
         "cpu_seconds": cpu,
-        "peak_rss_mb": peak_rss_mb,
-        "count_seconds": count_seconds,
+        "peak_rss_mb": peak_rss_megabytes(),
+        "rss_before_training_mb": rss_before_mb,
         "kernel_load_seconds": load_seconds,
         "vocab": len(result.ranks) + 1,
-        "tokens": n_tokens,
     }
+    return measurements, result
 
 
-def run_hf(files: list[Path], vocab_size: int) -> dict:
+def train_hf(files: list[Path], vocab_size: int) -> tuple[dict, Tokenizer]:
+    """Train HF tokenizers' BpeTrainer in this process with crayon's pattern setup: (measurements, tokenizer)."""
     from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
 
     from crayon.patterns import CL100K_BASE
@@ -100,21 +98,43 @@ def run_hf(files: list[Path], vocab_size: int) -> dict:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         special_tokens=[SPECIAL],
     )
+    rss_before_mb = peak_rss_megabytes()
     began = time.perf_counter()
     cpu_before = cpu_seconds()
     tokenizer.train([str(path) for path in files], trainer)
     seconds = time.perf_counter() - began
     cpu = cpu_seconds() - cpu_before
-    peak_rss_mb = peak_rss_megabytes()
-    texts = [path.read_text(encoding="utf-8") for path in files]
-    n_tokens = sum(len(encoded.ids) for encoded in tokenizer.encode_batch(texts, add_special_tokens=False))
-    return {
+    measurements = {
         "seconds": seconds,
         "cpu_seconds": cpu,
-        "peak_rss_mb": peak_rss_mb,
+        "peak_rss_mb": peak_rss_megabytes(),
+        "rss_before_training_mb": rss_before_mb,
         "vocab": tokenizer.get_vocab_size(),
-        "tokens": n_tokens,
     }
+    return measurements, tokenizer
+
+
+def run_crayon(files: list[Path], vocab_size: int) -> dict:
+    from crayon.jit.train import available_cores, count_words_jit
+
+    measurements, result = train_crayon(files, vocab_size)
+    began = time.perf_counter()
+    count_words_jit(files, "cl100k_base", [SPECIAL], workers=available_cores())
+    count_seconds = time.perf_counter() - began
+
+    import tiktoken
+
+    encoding = tiktoken.Encoding("trained", pat_str=result.pattern, mergeable_ranks=result.ranks, special_tokens={})
+    texts = [path.read_text(encoding="utf-8") for path in files]
+    n_tokens = sum(map(len, encoding.encode_ordinary_batch(texts)))
+    return {**measurements, "count_seconds": count_seconds, "tokens": n_tokens}
+
+
+def run_hf(files: list[Path], vocab_size: int) -> dict:
+    measurements, tokenizer = train_hf(files, vocab_size)
+    texts = [path.read_text(encoding="utf-8") for path in files]
+    n_tokens = sum(len(encoded.ids) for encoded in tokenizer.encode_batch(texts, add_special_tokens=False))
+    return {**measurements, "tokens": n_tokens}
 
 
 TRAINERS = {"crayon jit": run_crayon, "HF tokenizers": run_hf}
@@ -124,11 +144,16 @@ def child(trainer: str, vocab_size: int) -> None:
     print(json.dumps(TRAINERS[trainer](corpus_files(), vocab_size)))
 
 
+def run_child(module: str, arguments: list[str], timeout: float | None = None) -> dict:
+    """Run ``python -m module *arguments`` in a fresh process; return the JSON object its last line prints."""
+    command = [sys.executable, "-m", module, *arguments]
+    output = subprocess.run(command, cwd=ROOT, check=True, capture_output=True, text=True, timeout=timeout).stdout
+    return json.loads(output.splitlines()[-1])
+
+
 def measure(trainer: str, vocab_size: int) -> dict:
     """One training run in a fresh child process."""
-    command = [sys.executable, "-m", "bench.train", "--child", trainer, "--vocab-size", str(vocab_size)]
-    output = subprocess.run(command, cwd=ROOT, check=True, capture_output=True, text=True).stdout
-    return json.loads(output.splitlines()[-1])
+    return run_child("bench.train", ["--child", trainer, "--vocab-size", str(vocab_size)])
 
 
 def main() -> None:
