@@ -121,13 +121,13 @@ def test_backtracking_reproduces_the_merge_loop_on_every_token(name):
     assert jit_backtrack.backtracking_violation(tables) is None
     offsets, blob = tables["token_offsets"], tables["token_bytes"].tobytes()
     spans = [blob[offsets[t] : offsets[t + 1]] for t in range(len(offsets) - 1) if offsets[t + 1] > offsets[t]]
-    rows, dat_rows = tables["token_rows"], kernel_tables(tables)[7]
+    _, pair_table, _, _, _, _, rows, dat_rows, _, starts = kernel_tables(tables)
     data = np.frombuffer(b"".join(spans), np.uint8)
     out = np.empty(len(data), np.uint32)
     alive, memo = np.empty(300, np.uint8), jit_backtrack.new_validity_memo()
     by_backtracking, start = [], 0
     for span in spans:
-        count = jit_backtrack.backtrack_span(data, start, start + len(span), out, 0, (tables["pair_table"], rows, dat_rows),
+        count = jit_backtrack.backtrack_span(data, start, start + len(span), out, 0, (pair_table, rows, dat_rows, starts),
                                              alive, memo)
         by_backtracking.append(out[:count].tolist())
         start += len(span)
@@ -179,12 +179,13 @@ def test_a_vocabulary_failing_the_condition_is_detected_and_encoded_by_merges():
 def _jit_cache_entries(cache: np.ndarray) -> list[tuple[bytes, tuple[int, ...]] | None]:
     entries = []
     for row in cache:
-        length, count = int(row[2]) & 0xFF, int(row[2]) >> 8
+        length, count = int(row[2]) & 0xFF, (int(row[2]) >> 8) & 0xFF
         if length == 0:
             entries.append(None)
             continue
         key = int(row[0]).to_bytes(8, "little") + int(row[1]).to_bytes(8, "little")
-        tokens = tuple((int(row[3 + i // 2]) >> (32 * (i % 2))) & 0xFFFFFFFF for i in range(count))
+        words = [int(row[2]) >> 32, int(row[3]) & 0xFFFFFFFF, int(row[3]) >> 32]
+        tokens = tuple(words[:count])
         entries.append((key[:length], tokens))
     return entries
 

@@ -70,13 +70,41 @@ def interleave_dat(base: np.ndarray, check: np.ndarray, values: np.ndarray) -> n
     return rows
 
 
+def prefix_states(dat_rows: np.ndarray) -> np.ndarray:
+    """int32[256 + 65536]: the DAT state after one byte b (entry b) and after two bytes b1 b2 (entry
+    256 + (b1 << 8 | b2)), or -1: a walk starts two steps down with loads that do not wait on each other (for a
+    CJK character, one table read and one step instead of three steps)."""
+    labels = np.arange(256)
+    first = dat_rows[0, 0] + labels
+    first_ok = (first >= 0) & (first < len(dat_rows))
+    first_ok[first_ok] = dat_rows[first[first_ok], 1] == 0
+    states = np.full(256 + 65536, -1, np.int32)
+    states[:256][first_ok] = first[first_ok]
+    second = dat_rows[np.where(first_ok, first, 0), 0][:, None].astype(np.int64) + labels[None, :]
+    second_ok = first_ok[:, None] & (second >= 0) & (second < len(dat_rows))
+    second_ok[second_ok] = dat_rows[second[second_ok], 1] == np.broadcast_to(first[:, None], second.shape)[second_ok]
+    states[256:][second_ok.reshape(-1)] = second[second_ok]
+    return states
+
+
 @njit(cache=True, _nrt=False, inline="always")
-def longest_token(dat_rows, data, start, end):
+def longest_token(dat_rows, data, start, end, starts):
     """The longest token of the interleaved DAT that data[start:end] starts with, or -1 (the walk of
-    ``crayon.jit.dat.longest_prefix`` over ``interleave_dat`` rows)."""
-    state = 0
-    best = -1
-    for i in range(start, end):
+    ``crayon.jit.dat.longest_prefix`` over ``interleave_dat`` rows); ``starts`` is ``prefix_states(dat_rows)``."""
+    if end - start < 2:
+        if start >= end or starts[data[start]] < 0:
+            return -1
+        return np.int64(dat_rows[starts[data[start]], 2])
+    first = starts[data[start]]
+    if first < 0:
+        return -1
+    best = np.int64(dat_rows[first, 2])
+    state = np.int64(starts[256 + (np.int64(data[start]) << 8) + np.int64(data[start + 1])])
+    if state < 0:
+        return best
+    if dat_rows[state, 2] >= 0:
+        best = dat_rows[state, 2]
+    for i in range(start + 2, end):
         target = np.int64(dat_rows[state, 0]) + np.int64(data[i])
         if target < 0 or target >= dat_rows.shape[0] or dat_rows[target, 1] != state:
             break
@@ -87,12 +115,12 @@ def longest_token(dat_rows, data, start, end):
 
 
 @njit(cache=True)
-def _next_prefixes(dat_rows, token_offsets, token_bytes, rows):
+def _next_prefixes(dat_rows, starts, token_offsets, token_bytes, rows):
     for token in range(token_offsets.shape[0] - 1):
         first, last = token_offsets[token], token_offsets[token + 1]
         rows[token, NEXT_PREFIX] = -1
         if last - first > 1:
-            rows[token, NEXT_PREFIX] = longest_token(dat_rows, token_bytes, first, last - 1)
+            rows[token, NEXT_PREFIX] = longest_token(dat_rows, token_bytes, first, last - 1, starts)
 
 
 def build_backtrack_tables(tables: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -104,7 +132,8 @@ def build_backtrack_tables(tables: dict[str, np.ndarray]) -> dict[str, np.ndarra
     spelled = token_bytes.tobytes()
     base, check, values = compile_dat([spelled[offsets[t] : offsets[t + 1]] for t in reachable], reachable.tolist())
     base, check, values = (np.ascontiguousarray(array, dtype=np.int32) for array in (base, check, values))
-    _next_prefixes(interleave_dat(base, check, values), offsets, token_bytes, rows)
+    dat_rows = interleave_dat(base, check, values)
+    _next_prefixes(dat_rows, prefix_states(dat_rows), offsets, token_bytes, rows)
     return {"token_rows": rows, "dat_base": base, "dat_check": check, "dat_values": values}
 
 
@@ -202,16 +231,16 @@ def memoized_valid_pair(memo, pair_table, rows, left, right):
 def backtrack_span(data, start, end, out, n, tables, alive, memo):
     """Encode data[start:end] into out[n:] by backtracking; returns the new n, or a negative status.
 
-    ``tables`` is ``(pair_table, token_rows, interleave_dat(...))``; ``alive`` is uint8 scratch of at least
+    ``tables`` is ``(pair_table, token_rows, dat_rows, prefix_states(dat_rows))``; ``alive`` is uint8 scratch of at least
     end - start + 1 entries; ``memo`` the thread's ``new_validity_memo``.
     """
-    pair_table, rows, dat_rows = tables
+    pair_table, rows, dat_rows, starts = tables
     n_ids = rows.shape[0]
     length = end - start
     alive[: length + 1] = 1
     pos = 0
     count = 0
-    token = longest_token(dat_rows, data, start, end)
+    token = longest_token(dat_rows, data, start, end, starts)
     while pos < length:
         if token < 0 or token >= n_ids:
             return UNKNOWN_BYTE if token < 0 else CORRUPT_TABLES
@@ -224,7 +253,7 @@ def backtrack_span(data, start, end, out, n, tables, alive, memo):
                 out[n + count] = token
                 count += 1
                 pos += token_length
-                token = longest_token(dat_rows, data, start + pos, end)
+                token = longest_token(dat_rows, data, start + pos, end, starts)
                 break
             shorter = rows[token, NEXT_PREFIX]
             if 0 <= shorter < n_ids and rows[shorter, LENGTH] < token_length:

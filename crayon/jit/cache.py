@@ -1,8 +1,8 @@
 """The piece cache as numpy arrays and Numba kernels: the jit twin of ``crayon.reference.cache`` (read that first).
 
-A cache is a uint64 array of ``2 * n_buckets`` rows of 8 words, one 64-byte cache line per slot:
-``[bytes 0-7, bytes 8-15, length | count << 8, tokens 0-1, tokens 2-3, tokens 4-5, tokens 6-7, unused]``
-(two uint32 tokens a word, the first in the low half); a zero length word is an empty slot. Each thread uses
+A cache is a uint64 array of ``2 * n_buckets`` rows of 4 words, a bucket's two slots in one 64-byte cache line:
+``[bytes 0-7, bytes 8-15, length | count << 8 | token 0 << 32, token 1 | token 2 << 32]``; a zero length is an
+empty slot. A lookup costs one cache line, where the line's latency is most of its cost. Each thread uses
 its own cache. The slots hold the same entries as the reference's after the same lookups and inserts.
 """
 
@@ -14,7 +14,7 @@ from numba import njit
 from crayon.jit.bpe import table_capacity
 from crayon.reference.cache import DEFAULT_BUCKETS, MAX_PIECE_BYTES, MAX_PIECE_TOKENS, MIN_PIECE_BYTES
 
-ROW_WORDS = 8
+ROW_WORDS = 4
 _MULTIPLIER_LOW = np.uint64(0x9E3779B97F4A7C15)
 _MULTIPLIER_HIGH = np.uint64(0xC2B2AE3D27D4EB4F)
 _U8 = np.uint64(8)
@@ -60,27 +60,32 @@ def cache_lookup(cache, low, high, length, row, out, n):
     for slot in range(row, row + 2):
         meta = cache[slot, 2]
         if cache[slot, 0] == low and cache[slot, 1] == high and (meta & np.uint64(0xFF)) == np.uint64(length):
-            count = np.int64(meta >> _U8)
+            count = np.int64((meta >> _U8) & np.uint64(0xFF))
             if count > MAX_PIECE_TOKENS:
                 return -1
-            for i in range(count):
-                out[n + i] = (cache[slot, 3 + (i >> 1)] >> np.uint64(32 * (i & 1))) & _LOW32
+            out[n] = meta >> _U32
+            if count > 1:
+                out[n + 1] = cache[slot, 3] & _LOW32
+            if count > 2:
+                out[n + 2] = cache[slot, 3] >> _U32
             return n + count
     return -1
 
 
 @njit(cache=True, _nrt=False, inline="always")
 def cache_store(cache, low, high, length, row, tokens, first, count):
-    """Insert the span's tokens[first:first + count] into the first slot of its bucket (count <= 8)."""
+    """Insert the span's tokens[first:first + count] into the first slot of its bucket (1 <= count <= 3)."""
     for word in range(ROW_WORDS):
         cache[row + 1, word] = cache[row, word]
     cache[row, 0] = low
     cache[row, 1] = high
-    cache[row, 2] = np.uint64(length) | (np.uint64(count) << _U8)
-    for word in range(4):
-        cache[row, 3 + word] = 0
-    for i in range(count):
-        cache[row, 3 + (i >> 1)] |= (np.uint64(tokens[first + i]) & _LOW32) << np.uint64(32 * (i & 1))
+    cache[row, 2] = np.uint64(length) | (np.uint64(count) << _U8) | ((np.uint64(tokens[first]) & _LOW32) << _U32)
+    following = np.uint64(0)
+    if count > 1:
+        following = np.uint64(tokens[first + 1]) & _LOW32
+    if count > 2:
+        following |= (np.uint64(tokens[first + 2]) & _LOW32) << _U32
+    cache[row, 3] = following
 
 
 @njit(cache=True)
@@ -93,7 +98,7 @@ def cached_get(cache, data, start, end, out, n):
 @njit(cache=True)
 def cached_put(cache, data, start, end, tokens, first, count):
     """Insert data[start:end] -> tokens[first:first + count] if cacheable."""
-    if MIN_PIECE_BYTES <= end - start <= MAX_PIECE_BYTES and count <= MAX_PIECE_TOKENS:
+    if MIN_PIECE_BYTES <= end - start <= MAX_PIECE_BYTES and 1 <= count <= MAX_PIECE_TOKENS:
         low, high = piece_key(data, start, end)
         cache_store(cache, low, high, end - start, piece_row(low, high, end - start, cache.shape[0]), tokens, first, count)
 

@@ -5,8 +5,8 @@ buckets of two (open addressing with a probe window of two slots): a span's buck
 bytes; a lookup checks the bucket's two slots; an insert puts the new entry in the first slot and moves the
 entry there to the second, dropping the one in the second. The cache never grows and never needs clearing.
 
-Only spans of 2 to 16 bytes that encode to at most 8 tokens are kept: they are the words that repeat (one
-byte is its own token without a lookup; longer spans are rare), and a fixed-size slot holds them. The jit
+Only spans of 2 to 16 bytes that encode to 1 to 3 tokens are kept: they are the words that repeat (one byte is
+its own token without a lookup; longer spans are rare), and a slot of 32 bytes holds them, two to a cache line. The jit
 twin (``crayon.jit.cache``) stores the same entries in the same slots.
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 MIN_PIECE_BYTES = 2
 MAX_PIECE_BYTES = 16
-MAX_PIECE_TOKENS = 8
-DEFAULT_BUCKETS = 8192
+MAX_PIECE_TOKENS = 3
+DEFAULT_BUCKETS = 32768
 
 _MASK64 = (1 << 64) - 1
 _MULTIPLIER_LOW = 0x9E3779B97F4A7C15
@@ -37,7 +37,7 @@ def piece_bucket(span: bytes, n_buckets: int) -> int:
 
 def is_cacheable(span: bytes, tokens: list[int] | None = None) -> bool:
     """Whether the cache keeps this span (and its encoding)."""
-    return MIN_PIECE_BYTES <= len(span) <= MAX_PIECE_BYTES and (tokens is None or len(tokens) <= MAX_PIECE_TOKENS)
+    return MIN_PIECE_BYTES <= len(span) <= MAX_PIECE_BYTES and (tokens is None or 1 <= len(tokens) <= MAX_PIECE_TOKENS)
 
 
 class PieceCache:
