@@ -178,6 +178,7 @@ def main() -> None:
                 print(f"{name:<12} {path.name:<18} {label:<14} {row['mb_per_s']:7.1f} {row['tokens_per_s'] / 1e6:7.2f}"
                       f" {ratio:9.2f} {'yes' if row['identical_to_tiktoken'] else 'NO':>5}", flush=True)
 
+    report["other_pattern"] = other_pattern(corpora)
     report["long_input"] = long_input()
     report["threads"] = thread_scaling()
     report["cold_start"] = cold_start()
@@ -185,6 +186,38 @@ def main() -> None:
     (RESULTS / "peers.json").write_text(json.dumps(report, indent=2))
     plot(report)
     print(f"wrote {RESULTS / 'peers.json'}")
+
+
+def other_pattern(corpora: list[Path]) -> list[dict]:
+    """A pattern with no jit pre-tokenizer (cl100k_base's regex written differently): regex splits, the jit span
+    encoder encodes. Against the same with the jit pre-tokenizer, and the reference engine."""
+    import crayon
+    from crayon.patterns import CL100K_BASE
+    from crayon.tokenizer import Tokenizer
+
+    model = crayon.load("cl100k_base", backend="reference").model
+    variant = CL100K_BASE.replace(r"\s+(?!\S)", r"\s+(?!\S)(?:)")  # the same language, another string
+    tokenizers = {
+        "jit, fused pre-tokenizer": crayon.load("cl100k_base", backend="jit"),
+        "jit, regex pre-tokenizer": Tokenizer("cl100k_variant", model, pattern=variant, backend="jit"),
+        "reference": Tokenizer("cl100k_variant", model, pattern=variant, backend="reference"),
+    }
+    assert tokenizers["jit, regex pre-tokenizer"]._engine.pattern_id is None
+    rows = []
+    print("\nanother pattern (cl100k_base's regex, rewritten): regex pre-tokenizer + jit span encoder")
+    for path in corpora[:3]:
+        text = path.read_text(encoding="utf-8")[:1_000_000]
+        megabytes = len(text.encode()) / 1e6
+        results = {}
+        for label, tok in tokenizers.items():
+            tok.encode_ordinary(text[:1000])
+            start = time.thread_time()
+            results[label] = tok.encode_ordinary(text)
+            rows.append({"corpus": path.name, "engine": label, "mb_per_s": megabytes / (time.thread_time() - start)})
+            print(f"  {path.name:<18} {label:<26} {rows[-1]['mb_per_s']:6.1f} MB/s")
+        if len({tuple(tokens) for tokens in results.values()}) != 1:
+            raise SystemExit(f"MISMATCH between engines on {path.name}")
+    return rows
 
 
 def long_input() -> list[dict]:
