@@ -42,7 +42,6 @@ from crayon.jit.backtrack import (
 )
 from crayon.jit.bpe import (
     BPE_TABLE_NAMES,
-    CORRUPT_TABLES,
     UNKNOWN_BYTE,
     build_bpe_tables,
     check_bpe_tables,
@@ -59,10 +58,8 @@ from crayon.jit.cache import (
     piece_row,
     short_token_lookup,
 )
-from crayon.jit.pretokenize import PATTERN_IDS, classify_characters, fill_span_ends, unicode_tables
-from crayon.patterns import pattern_name
+from crayon.jit.pretokenize import PATTERN_IDS, classify_characters, fill_span_ends, jit_pattern_of, unicode_tables
 from crayon.reference.cache import DEFAULT_BUCKETS, MAX_PIECE_BYTES, MAX_PIECE_TOKENS
-from crayon.reference.pretokenize import PatternSpanner
 
 MERGE_LOOP, HEAP, BACKTRACK = 0, 1, 2
 ENCODERS = {"merge_loop": MERGE_LOOP, "heap": HEAP, "backtrack": BACKTRACK}
@@ -253,15 +250,9 @@ class JitEngine:
         self._cache_buckets, self._memo_slots = cache_buckets, memo_slots
         self._local = threading.local()
         self._id_objects = None
-        known = pattern_name(tokenizer.pattern) if tokenizer.pattern is not None else None
-        fused = (
-            known is not None
-            and tokenizer.normalizer is None
-            and isinstance(tokenizer.pretokenizer, PatternSpanner)
-            and tokenizer.pretokenizer.pattern == tokenizer.pattern
-        )
-        self.pattern_id = PATTERN_IDS[known] if fused else None
-        self._char_tables = unicode_tables() if fused else None
+        known = jit_pattern_of(tokenizer)
+        self.pattern_id = None if known is None else PATTERN_IDS[known]
+        self._char_tables = None if known is None else unicode_tables()
         self._normalizer = tokenizer.normalizer
         self._pretokenizer = tokenizer.pretokenizer
 

@@ -21,9 +21,7 @@ import numpy as np
 from numba import njit
 
 from crayon.jit.dat import check_dat_arrays
-from crayon.jit.pretokenize import span_ends
-from crayon.patterns import pattern_name
-from crayon.reference.pretokenize import PatternSpanner
+from crayon.jit.pretokenize import jit_pattern_of, span_ends
 
 
 class LongestMatchEngine:
@@ -39,9 +37,7 @@ class LongestMatchEngine:
         self._fallback = np.ascontiguousarray(model.fallback, dtype=np.int32)
         self._normalizer = tokenizer.normalizer
         self._pretokenizer = tokenizer.pretokenizer
-        known = pattern_name(tokenizer.pattern) if tokenizer.pattern is not None else None
-        plain = isinstance(tokenizer.pretokenizer, PatternSpanner) and tokenizer.pretokenizer.pattern == tokenizer.pattern
-        self._pattern_name = known if plain and tokenizer.normalizer is None else None
+        self._pattern_name = jit_pattern_of(tokenizer)
 
     def encode_ordinary_array(self, text: str) -> np.ndarray:
         """Ids of ordinary text (no special tokens) as an int32 array."""

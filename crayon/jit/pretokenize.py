@@ -459,6 +459,19 @@ def pattern_id_of(pattern: str) -> int:
     return PATTERN_IDS[name]
 
 
+def jit_pattern_of(tokenizer) -> str | None:
+    """The name of the jit pre-tokenizer that splits exactly as ``tokenizer`` does, or None: its pattern is a
+    known one, used as is (no normalizer, its own pre-tokenizer is that pattern's regex)."""
+    from crayon.reference.pretokenize import PatternSpanner
+
+    if tokenizer.pattern is None or tokenizer.normalizer is not None:
+        return None
+    spanner = tokenizer.pretokenizer
+    if not isinstance(spanner, PatternSpanner) or spanner.pattern != tokenizer.pattern:
+        return None
+    return pattern_name(tokenizer.pattern)
+
+
 def span_ends(text_bytes: bytes, pattern: str) -> np.ndarray:
     """End byte offsets of the spans of ``text_bytes`` under a named pattern (e.g. ``"cl100k_base"``)."""
     return split_spans(np.frombuffer(text_bytes, dtype=np.uint8), pattern_id_of(pattern))
