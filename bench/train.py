@@ -62,20 +62,8 @@ def train_crayon(files: list[Path], vocab_size: int) -> tuple[dict, TrainResult]
     began = time.perf_counter()
     train_bpe_jit(["warm up"], 300)  # loads (or compiles and caches) the kernels
     load_seconds = time.perf_counter() - began
-    rss_before_mb = peak_rss_megabytes()
-    began = time.perf_counter()
-    cpu_before = cpu_seconds()
-    result = train_bpe_jit(files, vocab_size, special_tokens=[SPECIAL])
-    seconds = time.perf_counter() - began
-    cpu = cpu_seconds() - cpu_before
-    measurements = {
-        "seconds": seconds,
-        "cpu_seconds": cpu,
-        "peak_rss_mb": peak_rss_megabytes(),
-        "rss_before_training_mb": rss_before_mb,
-        "kernel_load_seconds": load_seconds,
-        "vocab": len(result.ranks) + 1,
-    }
+    measurements, result = timed(lambda: train_bpe_jit(files, vocab_size, special_tokens=[SPECIAL]))
+    measurements.update(kernel_load_seconds=load_seconds, vocab=len(result.ranks) + 1)
     return measurements, result
 
 
@@ -98,20 +86,23 @@ def train_hf(files: list[Path], vocab_size: int) -> tuple[dict, Tokenizer]:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         special_tokens=[SPECIAL],
     )
+    measurements, _ = timed(lambda: tokenizer.train([str(path) for path in files], trainer))
+    measurements["vocab"] = tokenizer.get_vocab_size()
+    return measurements, tokenizer
+
+
+def timed(train) -> tuple[dict, object]:
+    """Run ``train()``: its wall and CPU seconds, the peak RSS before and after, and its result."""
     rss_before_mb = peak_rss_megabytes()
-    began = time.perf_counter()
-    cpu_before = cpu_seconds()
-    tokenizer.train([str(path) for path in files], trainer)
-    seconds = time.perf_counter() - began
-    cpu = cpu_seconds() - cpu_before
+    began, cpu_before = time.perf_counter(), cpu_seconds()
+    result = train()
     measurements = {
-        "seconds": seconds,
-        "cpu_seconds": cpu,
+        "seconds": time.perf_counter() - began,
+        "cpu_seconds": cpu_seconds() - cpu_before,
         "peak_rss_mb": peak_rss_megabytes(),
         "rss_before_training_mb": rss_before_mb,
-        "vocab": tokenizer.get_vocab_size(),
     }
-    return measurements, tokenizer
+    return measurements, result
 
 
 def run_crayon(files: list[Path], vocab_size: int) -> dict:
