@@ -281,7 +281,7 @@ def _run_seconds(code: str, env: dict | None = None) -> float:
 
 def cold_start() -> dict:
     """Fresh-interpreter seconds to load cl100k_base and encode 'hello' (best of 3, caches warm), and crayon's
-    one-time cost with an empty numba cache (every kernel compiled)."""
+    one-time cost with empty numba and kernel caches (the ahead-of-time kernels built, every kernel compiled)."""
     result = {}
     print("\ncold start: python -c \"<load cl100k_base>.encode('hello')\"")
     for label, code in COLD_START.items():
@@ -291,10 +291,15 @@ def cold_start() -> dict:
             continue
         result[label] = min(_run_seconds(code) for _ in range(3))
         print(f"  {label:<10} {result[label]:.2f} s")
-    with tempfile.TemporaryDirectory() as empty_cache:
-        compiled = _run_seconds(COLD_START["crayon"], env={**os.environ, "NUMBA_CACHE_DIR": empty_cache})
+    with tempfile.TemporaryDirectory() as numba_cache, tempfile.TemporaryDirectory() as kernel_cache:
+        compiled = _run_seconds(COLD_START["crayon"],
+                                env={**os.environ, "NUMBA_CACHE_DIR": numba_cache, "CRAYON_KERNEL_DIR": kernel_cache})
     result["crayon_first_run_compiling"] = compiled
-    print(f"  crayon, empty numba cache (compiles every kernel once): {compiled:.1f} s")
+    print(f"  crayon, empty numba and kernel caches (builds the compiled kernels once): {compiled:.1f} s")
+    numba_start = {**os.environ, "CRAYON_AOT": "0"}
+    _run_seconds(COLD_START["crayon"], env=numba_start)
+    result["crayon_numba_kernels"] = min(_run_seconds(COLD_START["crayon"], env=numba_start) for _ in range(3))
+    print(f"  crayon with CRAYON_AOT=0 (numba's dispatchers load the cached kernels): {result['crayon_numba_kernels']:.2f} s")
     return result
 
 

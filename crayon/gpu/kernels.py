@@ -45,7 +45,10 @@ from crayon.gpu.capacity import BACKTRACK_LOCAL_BYTES, MERGE_LOOP_LOCAL_BYTES
 from crayon.jit import longest
 from crayon.jit.dat import longest_prefix
 from crayon.jit.engine import encode_span_into
+from crayon.jit.lazy import use_numba
 from crayon.jit.pretokenize import classify_characters, fill_span_ends
+
+use_numba()  # numba-cuda compiles the @njit functions called here only if they are numba dispatchers
 
 LONGEST_CHAIN = -1  # the "pattern" of texts without pre-tokenization under longest match: tokens are the spans
 # The simulator runs every thread of a block as a Python thread: small blocks keep the tests fast (and make

@@ -19,7 +19,7 @@ them the way the ``bpe`` crate does, and the tests check that both agree. Each t
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from crayon.jit.lazy import njit
 
 from crayon.errors import CartridgeError
 from crayon.jit.bpe import (

@@ -32,7 +32,7 @@ never a read outside an array. Status codes: ``UNKNOWN_BYTE`` (a byte without a 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from crayon.jit.lazy import njit
 
 from crayon.errors import CartridgeError
 from crayon.reference.bpe import BytePairModel

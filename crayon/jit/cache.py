@@ -9,7 +9,7 @@ its own cache. The slots hold the same entries as the reference's after the same
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from crayon.jit.lazy import njit
 
 from crayon.jit.bpe import table_capacity
 from crayon.reference.cache import DEFAULT_BUCKETS, MAX_PIECE_BYTES, MAX_PIECE_TOKENS, MIN_PIECE_BYTES

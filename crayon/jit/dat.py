@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-from numba import njit
+from crayon.jit.lazy import njit
 
 from crayon.reference.dat import FREE, PACKING_ORDERS, validate_vocabulary
 

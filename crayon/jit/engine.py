@@ -22,15 +22,17 @@ where backtracking is not exact.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 import numpy as np
-from numba import njit
+from crayon.jit.lazy import njit
 
-from crayon.errors import CartridgeError, UnknownTokenError, UnsupportedComponentError
+from crayon.errors import BackendUnavailableError, CartridgeError, UnknownTokenError, UnsupportedComponentError
+from crayon.jit import aot
 from crayon.jit.backtrack import (
     BACKTRACK_TABLE_NAMES,
     SPLIT_LEFT,
@@ -72,6 +74,7 @@ SPAN_BATCH = 256  # span ends found per call of the pre-tokenizer
 NO_PROGRESS = -3  # the pre-tokenizer returned a span that is empty or past the text
 NEED_SCRATCH = -4  # a span is longer than the scratch buffers: grow them and resume
 TABLE_NAMES = BPE_TABLE_NAMES + BACKTRACK_TABLE_NAMES
+KERNEL_CHOICES = ("auto", "aot", "numba")
 
 
 @njit(cache=True, _nrt=False)
@@ -235,7 +238,7 @@ class JitEngine:
     name = "jit"
 
     def __init__(self, tokenizer, *, encoder: str | None = None, tables: dict[str, np.ndarray] | None = None,
-                 cache_buckets: int = DEFAULT_BUCKETS, memo_slots: int = MEMO_SLOTS):
+                 cache_buckets: int = DEFAULT_BUCKETS, memo_slots: int = MEMO_SLOTS, kernels: str = "auto"):
         self.tables = tables_for(tokenizer.model) if tables is None else tables
         check_bpe_tables(self.tables)
         check_backtrack_tables(self.tables)
@@ -257,6 +260,31 @@ class JitEngine:
         self._char_tables = None if known is None else unicode_tables()
         self._normalizer = tokenizer.normalizer
         self._pretokenizer = tokenizer.pretokenizer
+        if kernels not in KERNEL_CHOICES:
+            raise ValueError(f"unknown kernels {kernels!r}; choose one of {', '.join(KERNEL_CHOICES)}")
+        self._kernel_choice = kernels
+        self._kernels = None
+
+    @property
+    def kernels(self):
+        """The module whose ``encode_docs_kernel`` and ``encode_spans_kernel`` run, chosen at the first encode:
+        the ahead-of-time compiled extension of ``crayon.jit.aot`` (``kernels="auto"`` or ``"aot"``), else this
+        module, whose kernels are numba dispatchers (``"numba"``, or where the extension cannot be built)."""
+        if self._kernels is None:
+            compiled = None if self._kernel_choice == "numba" else aot.load_kernels()
+            if compiled is None and self._kernel_choice == "aot":
+                reason = "CRAYON_AOT=0" if os.environ.get("CRAYON_AOT") == "0" else "it could not be built"
+                raise BackendUnavailableError(f"the ahead-of-time compiled kernels are unavailable: {reason}")
+            if compiled is not None and (aot.argument_spec(self.kernel_tables) != aot.BPE_TABLES or (
+                    self._char_tables is not None and aot.argument_spec(self._char_tables) != aot.CHAR_TABLES)):
+                raise CartridgeError("the BPE tables do not have the types the compiled kernels take")
+            self._kernels = compiled or sys.modules[__name__]
+        return self._kernels
+
+    @property
+    def kernels_kind(self) -> str:
+        """"aot" (the compiled extension) or "numba" (the dispatchers): which kernels ``kernels`` is."""
+        return "numba" if self.kernels is sys.modules[__name__] else "aot"
 
     def _buffers(self, longest_span: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """This thread's (piece cache, validity memo, scratch, alive), the scratch grown to hold ``longest_span``."""
@@ -284,8 +312,8 @@ class JitEngine:
         needed = 0
         while True:
             buffers = self._buffers(needed) + (classes, ends)
-            status = encode_docs_kernel(data, doc_offsets, last, self.pattern_id, self._char_tables, self.kernel_tables,
-                                        self._encoder_id, buffers, out, counts, resume)
+            status = self.kernels.encode_docs_kernel(data, doc_offsets, last, self.pattern_id, self._char_tables,
+                                                     self.kernel_tables, self._encoder_id, buffers, out, counts, resume)
             if status != NEED_SCRATCH:
                 break
             needed = int(resume[4])
@@ -303,7 +331,7 @@ class JitEngine:
         data = np.frombuffer(b"".join(spans), np.uint8)
         ends = np.cumsum(np.fromiter(map(len, spans), np.int64, len(spans)))
         out = np.empty(len(data), np.uint32)
-        status = encode_spans_kernel(data, ends, self.kernel_tables, self._encoder_id,
+        status = self.kernels.encode_spans_kernel(data, ends, self.kernel_tables, self._encoder_id,
                                      *self._buffers(int(np.diff(ends, prepend=0).max(initial=0))), out)
         if status < 0:
             _raise_status(status, data, self.tables)

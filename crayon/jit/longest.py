@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 import numpy as np
-from numba import njit
+from crayon.jit.lazy import njit
 
 from crayon.jit.dat import check_dat_arrays
 from crayon.jit.pretokenize import jit_pattern_of, span_ends

@@ -35,7 +35,7 @@ import functools
 from importlib import resources
 
 import numpy as np
-from numba import njit
+from crayon.jit.lazy import njit
 
 from crayon.errors import CrayonError, UnsupportedComponentError
 from crayon.patterns import pattern_name
