@@ -52,19 +52,9 @@ def test_compiled_kernels_equal_the_numba_kernels_and_tiktoken(name):
         assert compiled.encode_ordinary_batch(texts, num_threads=threads) == [reference.encode_ordinary(t) for t in texts]
 
 
-def test_compiled_span_kernel_for_other_patterns():
-    ranks = mergeable_ranks("cl100k_base")
-    pattern = r"\w+|\s+|[^\w\s]+"
-    compiled = Tokenizer("custom", BytePairModel(ranks), pattern=pattern, backend="jit")
-    reference = Tokenizer("custom", BytePairModel(ranks), pattern=pattern, backend="reference")
-    assert compiled._engine.pattern_id is None
-    text = corpus_text("python_code.py", 30_000) + "x" * 5000
-    assert compiled.encode_ordinary(text) == reference.encode_ordinary(text)
-    assert compiled._engine.kernels_kind == "aot"
-
-
 def test_the_engine_hands_the_compiled_kernels_the_declared_types():
-    """The extension does not check types (a wrong dtype would be misread): every call site passes SIGNATURES'."""
+    """The extension does not check types (a wrong dtype would be misread): every call site passes SIGNATURES'.
+    Both kernels, the fused one and the span encoder of other patterns, give the numba kernels' tokens."""
     module = aot.load_kernels()
     assert module is not None
     calls = []
@@ -82,9 +72,10 @@ def test_the_engine_hands_the_compiled_kernels_the_declared_types():
     for tok in tokenizers:
         engine = JitEngine(tok, tables=tok._engine.tables)
         engine._kernels = shim
-        for text in _texts():
-            engine.encode_ordinary(text)  # the long run of "a" grows the scratch buffers (NEED_SCRATCH)
-        engine.encode_ordinary_batch(_texts(), num_threads=2)
+        dispatched = JitEngine(tok, tables=tok._engine.tables, kernels="numba")
+        for text in _texts():  # the long run of "a" grows the scratch buffers (NEED_SCRATCH)
+            assert engine.encode_ordinary(text) == dispatched.encode_ordinary(text)
+        assert engine.encode_ordinary_batch(_texts(), num_threads=2) == dispatched.encode_ordinary_batch(_texts())
     assert set(calls) == set(aot.SIGNATURES)
 
 

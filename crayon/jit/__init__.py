@@ -1,6 +1,8 @@
 """The Numba engine (``backend="jit"``): ``crayon.jit.encode`` and the kernels in its modules.
 
-Importing this package is cheap; Numba is imported with the first module that compiles a kernel.
+Importing this package and its modules is cheap: numba is imported when a kernel is first used
+(``crayon.jit.lazy``), and the engine's entry kernels run from an ahead-of-time compiled extension where one is
+built (``crayon.jit.aot``), so encoding need not import numba at all.
 """
 
 from __future__ import annotations

@@ -17,6 +17,9 @@ markup, code) the merge loop was measured 20% faster first sight (no validity me
 is faster on non-ASCII text (multilingual.txt: 1.6x the heap encoder; its spans are long and rarely repeat) and
 O(n) on a long span. The engine uses the heap encoder, with a note in ``backtrack_violation``, for a vocabulary
 where backtracking is not exact.
+
+``encode_docs_kernel`` and ``encode_spans_kernel`` run from the ahead-of-time compiled extension of
+``crayon.jit.aot`` where it can be built (``JitEngine.kernels``), else as numba dispatchers: the same functions.
 """
 
 from __future__ import annotations
