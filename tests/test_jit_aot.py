@@ -94,7 +94,7 @@ def test_no_numba_import_on_a_warm_start():
 def test_lazy_kernels_become_numba_dispatchers_everywhere():
     out = _python("""
         import sys
-        import crayon.jit.bpe, crayon.jit.engine, crayon.jit.pretokenize
+        import crayon.jit.bpe, crayon.jit.cache, crayon.jit.engine, crayon.jit.pretokenize
         from crayon.jit.bpe import merge_loop
         from crayon.jit.lazy import LazyKernel, njit
         assert "numba" not in sys.modules and type(merge_loop) is LazyKernel
@@ -108,6 +108,8 @@ def test_lazy_kernels_become_numba_dispatchers_everywhere():
         from numba.core.registry import CPUDispatcher
         assert isinstance(crayon.jit.bpe.merge_loop, CPUDispatcher) and isinstance(merge_loop, CPUDispatcher)
         assert isinstance(crayon.jit.engine.encode_piece, CPUDispatcher)
+        from numba.core.extending import _Intrinsic
+        assert isinstance(crayon.jit.cache.prefetch, _Intrinsic)
 
         @njit(cache=False)
         def thrice(x):

@@ -269,3 +269,12 @@ def test_tables_of_another_format_are_refused():
     with pytest.raises(CartridgeError, match="token_rows"):
         jit_backtrack.check_backtrack_tables({**tables, "token_rows": tables["token_rows"][:, :5].copy()})
 
+
+
+def test_prefetch_changes_nothing_and_ignores_spans_outside_the_data():
+    cache = jit_cache.new_piece_cache(8)
+    short_tokens = np.zeros((16, 4), np.uint64)
+    data = np.frombuffer(b"hello world", np.uint8)
+    for start, end in [(0, 5), (5, 11), (0, 11), (3, 3), (2**40, 2**40 + 4), (-2**40, -2**40 + 4), (8, 20)]:
+        assert jit_cache.prefetch_piece(cache, short_tokens, data, start, end) is None
+    assert not cache.any() and not short_tokens.any()

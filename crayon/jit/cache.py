@@ -9,7 +9,8 @@ its own cache. The slots hold the same entries as the reference's after the same
 from __future__ import annotations
 
 import numpy as np
-from crayon.jit.lazy import njit
+
+from crayon.jit.lazy import intrinsic, njit
 
 from crayon.jit.bpe import table_capacity
 from crayon.reference.cache import DEFAULT_BUCKETS, MAX_PIECE_BYTES, MAX_PIECE_TOKENS, MIN_PIECE_BYTES
@@ -86,6 +87,40 @@ def cache_store(cache, low, high, length, row, tokens, first, count):
     if count > 2:
         following |= (np.uint64(tokens[first + 2]) & _LOW32) << _U32
     cache[row, 3] = following
+
+
+@intrinsic
+def prefetch(typingctx, table, row):
+    """Start loading the cache line that holds table[row] (LLVM's prefetch, for reading); nothing waits for it."""
+    import llvmlite.binding as llvm
+    from llvmlite import ir
+    from numba.core import cgutils, types
+
+    def codegen(context, builder, signature, args):
+        table_type, row_type = signature.args
+        array = context.make_array(table_type)(context, builder, args[0])
+        indices = [context.cast(builder, args[1], row_type, types.intp)]
+        indices += [context.get_constant(types.intp, 0)] * (table_type.ndim - 1)
+        byte_pointer = builder.bitcast(cgutils.get_item_pointer(context, builder, table_type, array, indices),
+                                       ir.IntType(8).as_pointer())
+        name = "llvm.prefetch.p0" if llvm.llvm_version_info >= (15,) else "llvm.prefetch.p0i8"
+        i32 = ir.IntType(32)
+        function = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [byte_pointer.type, i32, i32, i32]), name)
+        builder.call(function, [byte_pointer, i32(0), i32(3), i32(1)])  # read, keep in all levels, data
+        return context.get_dummy_value()
+
+    return types.void(table, row), codegen
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def prefetch_piece(cache, short_tokens, data, start, end):
+    """Start loading what looking data[start:end] up will read first (its cache bucket, its row of the short-token
+    table), so that the lookup, a few spans later, does not wait for memory. Out-of-range spans are ignored."""
+    if MIN_PIECE_BYTES <= end - start <= MAX_PIECE_BYTES and start >= 0 and end <= data.shape[0]:
+        low, high = piece_key(data, start, end)
+        prefetch(cache, piece_row(low, high, end - start, cache.shape[0]))
+        prefetch(short_tokens, piece_hash(low, high, end - start) & (short_tokens.shape[0] - 1))
 
 
 @njit(cache=True)

@@ -8,7 +8,8 @@ encoding runs in the kernel. Both are exact; the second is bounded by the Python
 
 Before a span reaches an encoder: a one-byte span is its byte's token; a span of 2 to 16 bytes is looked up in
 the thread's piece cache, then in the table of the vocabulary's short tokens (a span that is a token is that token);
-only then is it encoded, and cached.
+only then is it encoded, and cached. Both lookups are prefetched ``PREFETCH_DISTANCE`` spans ahead: on text seen
+for the first time they are mostly cache misses (first sight +6-11% on enwik8 and multilingual, -3% on Python).
 
 Span encoders (``ENCODERS``), identical tokens: ``backtrack`` (``crayon.jit.backtrack``, the default), ``heap``
 and ``merge_loop`` (``crayon.jit.bpe``). The heap encoder hands spans of up to ``SHORT_SPAN`` bytes to the merge
@@ -63,6 +64,7 @@ from crayon.jit.cache import (
     new_piece_cache,
     piece_key,
     piece_row,
+    prefetch_piece,
     short_token_lookup,
 )
 from crayon.jit.pretokenize import PATTERN_IDS, classify_characters, fill_span_ends, jit_pattern_of, unicode_tables
@@ -74,6 +76,7 @@ DEFAULT_ENCODER = "backtrack"
 SHORT_SPAN = 16
 MEMO_SLOTS = 1 << 18
 SPAN_BATCH = 256  # span ends found per call of the pre-tokenizer
+PREFETCH_DISTANCE = 3  # prefetch the lookups of the span this far ahead (of 1, 2, 3, 3 measured best)
 NO_PROGRESS = -3  # the pre-tokenizer returned a span that is empty or past the text
 NEED_SCRATCH = -4  # a span is longer than the scratch buffers: grow them and resume
 TABLE_NAMES = BPE_TABLE_NAMES + BACKTRACK_TABLE_NAMES
@@ -152,6 +155,9 @@ def encode_docs_kernel(data, doc_offsets, last_doc, pattern_id, char_tables, bpe
         while pos < text.shape[0]:
             found = fill_span_ends(classes, pos, text.shape[0], pattern_id, char_tables, ends)
             for i in range(found):
+                if i + PREFETCH_DISTANCE < found:
+                    ahead = i + PREFETCH_DISTANCE
+                    prefetch_piece(cache, bpe[8], text, ends[ahead - 1], ends[ahead])
                 end = ends[i]
                 if end <= pos or end > text.shape[0]:
                     return NO_PROGRESS
@@ -177,7 +183,10 @@ def encode_spans_kernel(data, span_ends, bpe, encoder, cache, memo, scratch, ali
     """
     n = 0
     pos = 0
-    for end in span_ends:
+    for i, end in enumerate(span_ends):
+        if i + PREFETCH_DISTANCE < span_ends.shape[0]:
+            ahead = i + PREFETCH_DISTANCE
+            prefetch_piece(cache, bpe[8], data, span_ends[ahead - 1], span_ends[ahead])
         if end < pos or end > data.shape[0] or end - pos >= alive.shape[0]:
             return NO_PROGRESS
         n = encode_piece(data, pos, end, out, n, bpe, encoder, cache, scratch, alive, memo)

@@ -1,4 +1,4 @@
-"""``njit`` that imports numba on first use, so the ``crayon.jit`` modules import without it.
+"""``njit`` (and ``intrinsic``) that import numba on first use, so the ``crayon.jit`` modules import without it.
 
 Importing numba and loading the first kernel from its cache costs about half a second. A process that runs the
 ahead-of-time compiled kernels (``crayon.jit.aot``), or only loads a cartridge, should not pay it. Until a kernel
@@ -17,16 +17,17 @@ import threading
 
 _pending: list["LazyKernel"] = []
 _lock = threading.RLock()
-_numba_njit = None
+_numba = None
 
 
 class LazyKernel:
-    """Stands for ``numba.njit(**options)(py_func)`` until numba is imported; calls and attributes go to it."""
+    """Stands for ``make(numba, py_func)`` (a dispatcher or an intrinsic) until numba is imported; calls and
+    attributes go to it."""
 
-    def __init__(self, py_func, options: dict):
+    def __init__(self, py_func, make):
         functools.update_wrapper(self, py_func)
         self.py_func = py_func
-        self.options = options
+        self.make = make
         self.dispatcher = None
 
     def __call__(self, *args):
@@ -43,34 +44,41 @@ class LazyKernel:
         return f"<LazyKernel {self.__module__}.{self.__qualname__}>"
 
 
+def _lazy(py_func, make):
+    with _lock:
+        if _numba is not None:
+            return make(_numba, py_func)
+        kernel = LazyKernel(py_func, make)
+        _pending.append(kernel)
+        return kernel
+
+
 def njit(function=None, **options):
     """``numba.njit`` with the same options, but numba is imported when the kernel is first used."""
 
     def decorate(py_func):
-        with _lock:
-            if _numba_njit is not None:
-                return _numba_njit(**options)(py_func)
-            kernel = LazyKernel(py_func, options)
-            _pending.append(kernel)
-            return kernel
+        return _lazy(py_func, lambda numba, func: numba.njit(**options)(func))
 
     return decorate if function is None else decorate(function)
 
 
-def numba_loaded() -> bool:
-    """Whether the kernels have been handed to numba (numba is imported)."""
-    return _numba_njit is not None
+def intrinsic(function):
+    """``numba.extending.intrinsic``, made when numba is imported (the function's typing and codegen run in
+    numba, so they import what they need from it themselves)."""
+    return _lazy(function, lambda numba, func: numba.extending.intrinsic(func))
 
 
 def use_numba() -> None:
-    """Import numba and replace every LazyKernel by its dispatcher, in the kernels and in every module's globals."""
-    global _numba_njit
+    """Import numba and replace every LazyKernel by what it stands for, in the kernels and in every module's
+    globals."""
+    global _numba
     with _lock:
-        if _pending or _numba_njit is None:
-            from numba import njit as numba_njit
+        if _pending or _numba is None:
+            import numba
+            import numba.extending
 
             for kernel in _pending:
-                kernel.dispatcher = numba_njit(**kernel.options)(kernel.py_func)
+                kernel.dispatcher = kernel.make(numba, kernel.py_func)
             _pending.clear()
             for module in list(sys.modules.values()):
                 namespace = getattr(module, "__dict__", None)
@@ -79,4 +87,4 @@ def use_numba() -> None:
                 for name, value in list(namespace.items()):
                     if type(value) is LazyKernel:
                         namespace[name] = value.dispatcher
-            _numba_njit = numba_njit
+            _numba = numba
