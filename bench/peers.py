@@ -10,9 +10,9 @@ the library's time over crayon's (first sight) in the same round, median over ro
 are compared with tiktoken's. Times are the calling thread's CPU time (a shared machine inflates the wall clock);
 the JSON has both.
 
-Also: cold start of ``crayon.load(...).encode('hello')`` in a fresh interpreter (warm numba cache) beside
-tiktoken's and quicktok's, the one-time compile cost (empty numba cache), a long single-span input (1 MB of one
-letter) and ``encode_ordinary_batch`` on 1 and 2 threads.
+Also: cold start of ``crayon.load(...).encode('hello')`` in a fresh interpreter (warm caches) beside tiktoken's
+and quicktok's, and with numba's kernels (``CRAYON_AOT=0``), the one-time cost (empty numba and kernel caches),
+a long single-span input (1 MB of one letter) and ``encode_ordinary_batch`` on 1 and 2 threads.
 
     python -m bench.peers [--repeat N] [--quick]
 

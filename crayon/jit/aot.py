@@ -106,9 +106,9 @@ def _host_cpu() -> str:
     return llvm.get_host_cpu_name() + " " + llvm.get_host_cpu_features().flatten()
 
 
-def load_kernels(build: bool = True):
-    """The compiled kernel module for this source, Python, numpy and CPU, built first if missing and ``build``;
-    None if it is not built, cannot be built (a warning says why, once per process) or ``CRAYON_AOT=0``."""
+def load_kernels():
+    """The compiled kernel module for this source, Python, numpy and CPU, built first if missing; None if it
+    cannot be built (a warning says why, once per process) or ``CRAYON_AOT=0``."""
     if os.environ.get("CRAYON_AOT", "1") == "0":
         return None
     name = module_name()
@@ -117,16 +117,17 @@ def load_kernels(build: bool = True):
             return _loaded[name]
         path = kernel_dir() / (name + importlib.machinery.EXTENSION_SUFFIXES[0])
         module = _import(name, path)
-        if module is None and build and not _build_failure:
+        if module is None and not _build_failure:
             try:
                 build_kernels(name, path)
+                module = _import(name, path)
+                if module is None:
+                    raise ImportError(f"{path} was built but does not load")
             except Exception as error:  # a compiler or pycc problem: the numba dispatchers still run
                 _build_failure.append(f"{type(error).__name__}: {error}")
                 warnings.warn(f"crayon could not build its ahead-of-time kernels ({_build_failure[0]}); using numba's "
                               "jit kernels (same tokens, slower start). CRAYON_AOT=0 skips the attempt.",
                               RuntimeWarning, stacklevel=3)
-            else:
-                module = _import(name, path)
         if module is not None:
             _loaded[name] = module
         return module
