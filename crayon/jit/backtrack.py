@@ -19,7 +19,6 @@ them the way the ``bpe`` crate does, and the tests check that both agree. Each t
 from __future__ import annotations
 
 import numpy as np
-from crayon.jit.lazy import njit
 
 from crayon.errors import CartridgeError
 from crayon.jit.bpe import (
@@ -33,6 +32,7 @@ from crayon.jit.bpe import (
     write_byte_tokens,
 )
 from crayon.jit.dat import compile_dat
+from crayon.jit.lazy import njit
 
 BACKTRACK_TABLE_NAMES = ("token_rows", "dat_base", "dat_check", "dat_values")
 LENGTH, NEXT_PREFIX, SPLIT_LEFT, SPLIT_RIGHT, FORMED_AT = range(5)

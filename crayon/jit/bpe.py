@@ -32,9 +32,9 @@ never a read outside an array. Status codes: ``UNKNOWN_BYTE`` (a byte without a 
 from __future__ import annotations
 
 import numpy as np
-from crayon.jit.lazy import njit
 
 from crayon.errors import CartridgeError
+from crayon.jit.lazy import njit
 from crayon.reference.bpe import BytePairModel
 
 UNKNOWN_BYTE = -1

@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-from crayon.jit.lazy import njit
 
+from crayon.jit.lazy import njit
 from crayon.reference.dat import FREE, PACKING_ORDERS, validate_vocabulary
 
 

@@ -9,7 +9,8 @@ encoding runs in the kernel. Both are exact; the second is bounded by the Python
 Before a span reaches an encoder: a one-byte span is its byte's token; a span of 2 to 16 bytes is looked up in
 the thread's piece cache, then in the table of the vocabulary's short tokens (a span that is a token is that token);
 only then is it encoded, and cached. Both lookups are prefetched ``PREFETCH_DISTANCE`` spans ahead: on text seen
-for the first time they are mostly cache misses (first sight +6-11% on enwik8 and multilingual, -3% on Python).
+for the first time they are mostly cache misses (first sight +6-15% on enwik8 and multilingual, -3 to -7% on
+Python code).
 
 Span encoders (``ENCODERS``), identical tokens: ``backtrack`` (``crayon.jit.backtrack``, the default), ``heap``
 and ``merge_loop`` (``crayon.jit.bpe``). The heap encoder hands spans of up to ``SHORT_SPAN`` bytes to the merge
@@ -33,7 +34,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 import numpy as np
-from crayon.jit.lazy import njit
 
 from crayon.errors import BackendUnavailableError, CartridgeError, UnknownTokenError, UnsupportedComponentError
 from crayon.jit import aot
@@ -67,6 +67,7 @@ from crayon.jit.cache import (
     prefetch_piece,
     short_token_lookup,
 )
+from crayon.jit.lazy import njit
 from crayon.jit.pretokenize import PATTERN_IDS, classify_characters, fill_span_ends, jit_pattern_of, unicode_tables
 from crayon.reference.cache import DEFAULT_BUCKETS, MAX_PIECE_BYTES, MAX_PIECE_TOKENS
 
@@ -76,7 +77,7 @@ DEFAULT_ENCODER = "backtrack"
 SHORT_SPAN = 16
 MEMO_SLOTS = 1 << 18
 SPAN_BATCH = 256  # span ends found per call of the pre-tokenizer
-PREFETCH_DISTANCE = 3  # prefetch the lookups of the span this far ahead (of 1, 2, 3, 3 measured best)
+PREFETCH_DISTANCE = 3  # prefetch the lookups of the span this far ahead (of 1, 2 and 3, 3 measured best)
 NO_PROGRESS = -3  # the pre-tokenizer returned a span that is empty or past the text
 NEED_SCRATCH = -4  # a span is longer than the scratch buffers: grow them and resume
 TABLE_NAMES = BPE_TABLE_NAMES + BACKTRACK_TABLE_NAMES
@@ -344,7 +345,7 @@ class JitEngine:
         ends = np.cumsum(np.fromiter(map(len, spans), np.int64, len(spans)))
         out = np.empty(len(data), np.uint32)
         status = self.kernels.encode_spans_kernel(data, ends, self.kernel_tables, self._encoder_id,
-                                     *self._buffers(int(np.diff(ends, prepend=0).max(initial=0))), out)
+                                                  *self._buffers(int(np.diff(ends, prepend=0).max(initial=0))), out)
         if status < 0:
             _raise_status(status, data, self.tables)
         return out[:status]

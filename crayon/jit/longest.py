@@ -18,9 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 import numpy as np
-from crayon.jit.lazy import njit
 
 from crayon.jit.dat import check_dat_arrays
+from crayon.jit.lazy import njit
 from crayon.jit.pretokenize import jit_pattern_of, span_ends
 
 

@@ -35,9 +35,9 @@ import functools
 from importlib import resources
 
 import numpy as np
-from crayon.jit.lazy import njit
 
 from crayon.errors import CrayonError, UnsupportedComponentError
+from crayon.jit.lazy import njit
 from crayon.patterns import pattern_name
 
 R50K, CL100K, O200K = 0, 1, 2

@@ -22,8 +22,8 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import regex
-from crayon.jit.lazy import njit
 
+from crayon.jit.lazy import njit
 from crayon.jit.pretokenize import PATTERN_IDS, split_spans
 from crayon.patterns import pattern_name, resolve_pattern
 from crayon.reference.pretokenize import split_specials
