@@ -23,7 +23,7 @@ from bench.pretokenize import best_times
 from crayon.jit import dat as jit_dat
 from crayon.profiles import find_vocabulary_file
 from crayon.reference import dat as reference_dat
-from crayon.reference.tiktoken_io import load_tiktoken_bpe
+from crayon.formats.tiktoken_io import load_tiktoken_bpe
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "dat.json"

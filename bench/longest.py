@@ -26,7 +26,7 @@ from crayon.jit.longest import encode_spans
 from crayon.jit.pretokenize import span_ends
 from crayon.profiles import OPENAI_ENCODINGS, find_vocabulary_file
 from crayon.reference.longest import LongestMatchModel
-from crayon.reference.tiktoken_io import load_tiktoken_bpe
+from crayon.formats.tiktoken_io import load_tiktoken_bpe
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPORA_DIR = ROOT.parent / "shared" / "corpora"

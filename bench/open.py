@@ -22,7 +22,7 @@ from pathlib import Path
 from crayon.cartridge import BASE, CHECK, VALUES, open_cartridge, vocab_sections, write_cartridge
 from crayon.jit.dat import compile_dat
 from crayon.profiles import OPENAI_ENCODINGS, find_vocabulary_file
-from crayon.reference.tiktoken_io import load_tiktoken_bpe
+from crayon.formats.tiktoken_io import load_tiktoken_bpe
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "open.json"

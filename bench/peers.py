@@ -73,7 +73,7 @@ def peers(name: str, hf_dir: Path) -> dict:
     import tiktoken
 
     from crayon.profiles import OPENAI_ENCODINGS, find_vocabulary_file
-    from crayon.reference.tiktoken_io import load_tiktoken_bpe
+    from crayon.formats.tiktoken_io import load_tiktoken_bpe
 
     encoding = OPENAI_ENCODINGS[name]
     found["tiktoken"] = tiktoken.Encoding(

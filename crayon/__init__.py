@@ -9,8 +9,8 @@ from crayon.errors import (
     UnsupportedComponentError,
 )
 from crayon.loading import list_profiles, load
-from crayon.reference.char import CharTokenizer
-from crayon.reference.word import WordTokenizer
+from crayon.lookup.char import CharTokenizer
+from crayon.lookup.word import WordTokenizer
 from crayon.tokenizer import Tokenizer
 from crayon.training import train
 

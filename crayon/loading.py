@@ -22,7 +22,7 @@ from crayon.patterns import PATTERNS
 from crayon.profiles import OPENAI_ENCODINGS, cache_dirs, find_vocabulary_file, profile_dirs
 from crayon.reference.bpe import BytePairModel
 from crayon.reference.pretokenize import WholeText
-from crayon.reference.tiktoken_io import load_tiktoken_bpe
+from crayon.formats.tiktoken_io import load_tiktoken_bpe
 from crayon.tokenizer import Tokenizer
 
 ALGORITHMS = ("bpe", "longest")
@@ -72,7 +72,7 @@ def load(
     if path.suffix == ".dat":
         return _load_seed_v2(path, backend=backend)
     if path.name.endswith(".json"):
-        from crayon.reference.hf_io import load_hf_tokenizer
+        from crayon.formats.hf_io import load_hf_tokenizer
 
         tokenizer = load_hf_tokenizer(path, backend=backend if algorithm == "bpe" else "reference")
     elif path.name.endswith((".tiktoken", ".tiktoken.gz")):
@@ -172,7 +172,7 @@ def save_cartridge(tokenizer: Tokenizer, path: str | os.PathLike, *, source: dic
         "source": source,
     }
     if tokenizer.normalizer is not None or tokenizer.pattern is None:
-        from crayon.reference.hf_io import pipeline_to_hf
+        from crayon.formats.hf_io import pipeline_to_hf
 
         metadata["hf_pipeline"] = pipeline_to_hf(tokenizer)
     if tokenizer.algorithm == "longest":
@@ -209,7 +209,7 @@ def load_cartridge(path: str | os.PathLike, *, backend: str = "auto", verify: bo
             raise CartridgeError(f"{path}: special or added tokens must map text to ids >= 0")
     normalizer = pretokenizer = None
     if metadata.get("hf_pipeline") is not None:
-        from crayon.reference.hf_io import pipeline_from_hf
+        from crayon.formats.hf_io import pipeline_from_hf
 
         normalizer, pretokenizer = pipeline_from_hf(metadata["hf_pipeline"])
     elif not isinstance(pattern, str):

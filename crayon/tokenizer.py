@@ -277,7 +277,7 @@ class Tokenizer:
         if self.algorithm != "bpe":
             raise ValueError(f"{self.name} encodes by {self.algorithm} match, which neither tiktoken nor HF can express")
         if format == "hf":
-            from crayon.reference.hf_io import save_hf_tokenizer
+            from crayon.formats.hf_io import save_hf_tokenizer
 
             save_hf_tokenizer(self, path)
         elif format == "tiktoken":
@@ -286,7 +286,7 @@ class Tokenizer:
                     f"{self.name} has explicit merges, a normalizer or a custom pre-tokenizer, which a .tiktoken "
                     f"file cannot express; export it with format='hf'"
                 )
-            from crayon.reference.tiktoken_io import save_tiktoken_bpe
+            from crayon.formats.tiktoken_io import save_tiktoken_bpe
 
             save_tiktoken_bpe(self.model.ranks, path)
         else:

@@ -47,8 +47,8 @@ def train(
     if model not in MODELS:
         raise ValueError(f"unknown model {model!r}; choose one of {', '.join(MODELS)}")
     if model != "bpe":
-        from crayon.reference.char import CharTokenizer
-        from crayon.reference.word import WordTokenizer
+        from crayon.lookup.char import CharTokenizer
+        from crayon.lookup.word import WordTokenizer
 
         tokenizer = (CharTokenizer if model == "char" else WordTokenizer)(
             min_frequency=min_frequency, max_vocab_size=vocab_size

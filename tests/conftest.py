@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from crayon.profiles import OPENAI_ENCODINGS, find_vocabulary_file
-from crayon.reference.tiktoken_io import load_tiktoken_bpe
+from crayon.formats.tiktoken_io import load_tiktoken_bpe
 
 CORPORA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
 CORPUS_FILES = ["big.txt", "english_web.txt", "enwik8_head.xml", "multilingual.txt", "python_code.py", "shakespeare.txt"]

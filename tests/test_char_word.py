@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crayon.errors import UnknownTokenError
-from crayon.reference.char import CharTokenizer
-from crayon.reference.vocab_tokenizer import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
-from crayon.reference.word import WordTokenizer
+from crayon.lookup.char import CharTokenizer
+from crayon.lookup.vocab_tokenizer import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
+from crayon.lookup.word import WordTokenizer
 
 SHAKESPEARE = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "shakespeare.txt"
 TOKENIZER_CLASSES = [CharTokenizer, WordTokenizer]

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 import crayon
 from conftest import CORPUS_FILES, corpus_text, tiktoken_encoding
 from crayon.errors import UnknownTokenError, UnsupportedComponentError
-from crayon.reference import hf_pretokenize as pre
-from crayon.reference import normalize as norm
-from crayon.reference.hf_io import load_hf_tokenizer, merges_from_ranks, save_hf_tokenizer, tokenizer_from_hf
+from crayon.formats import hf_pretokenize as pre
+from crayon.formats import hf_normalize as norm
+from crayon.formats.hf_io import load_hf_tokenizer, merges_from_ranks, save_hf_tokenizer, tokenizer_from_hf
 from strategies import FRAGMENTS
 
 tokenizers = pytest.importorskip("tokenizers")

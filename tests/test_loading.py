@@ -148,7 +148,7 @@ def test_seed_v2_cartridge_loads_as_longest_match(tmp_path):
 def test_exports_load_in_tiktoken_and_hf(tmp_path):
     tiktoken = pytest.importorskip("tiktoken")
     tokenizers = pytest.importorskip("tokenizers")
-    from crayon.reference.tiktoken_io import load_tiktoken_bpe
+    from crayon.formats.tiktoken_io import load_tiktoken_bpe
 
     text = corpus_text("english_web.txt", 200_000)
     tok = crayon.train(text, vocab_size=700, progress=False, special_tokens=("<|endoftext|>",))

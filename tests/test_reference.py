@@ -102,7 +102,7 @@ def test_unknown_ids_raise(bad_id):
 def test_tiktoken_file_with_pattern_name_or_regex(tmp_path):
     tiktoken = pytest.importorskip("tiktoken")
     from crayon.patterns import CL100K_BASE
-    from crayon.reference.tiktoken_io import load_tiktoken_bpe, save_tiktoken_bpe
+    from crayon.formats.tiktoken_io import load_tiktoken_bpe, save_tiktoken_bpe
     from crayon.profiles import find_vocabulary_file
 
     ranks = {token: rank for token, rank in load_tiktoken_bpe(find_vocabulary_file("cl100k_base")).items() if rank < 5000}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from crayon.reference.vocab_tokenizer import VocabTokenizer
+from crayon.lookup.vocab_tokenizer import VocabTokenizer
 
 # A word is a maximal run of word characters (Unicode letters, digits, underscore: Python's \w);
 # every other non-whitespace character is a token of its own.

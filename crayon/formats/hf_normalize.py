@@ -20,7 +20,7 @@ from typing import Callable
 import regex
 
 from crayon.errors import UnsupportedComponentError
-from crayon.reference.hf_pretokenize import (
+from crayon.formats.hf_pretokenize import (
     compile_hf_regex,
     find_matches,
     pattern_from_hf,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from crayon.reference.vocab_tokenizer import VocabTokenizer
+from crayon.lookup.vocab_tokenizer import VocabTokenizer
 
 
 class CharTokenizer(VocabTokenizer):

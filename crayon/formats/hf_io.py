@@ -3,7 +3,7 @@
 Loading builds a Crayon Tokenizer whose ``encode(text, allowed_special="all")`` gives the ids of HF's
 ``encode(text, add_special_tokens=False)``:
 
-- normalizer and pre-tokenizer: the components of ``normalize.py`` and ``hf_pretokenize.py``; the pipeline
+- normalizer and pre-tokenizer: the components of ``hf_normalize.py`` and ``hf_pretokenize.py``; the pipeline
   must map text to GPT-2's byte-level characters somewhere (a ByteLevel pre-tokenizer or normalizer), since
   Crayon's model works on bytes.
 - model: BPE with its vocabulary (byte-level strings turned back into bytes), its merges (``"a b"`` strings or
@@ -34,7 +34,7 @@ from pathlib import Path
 
 from crayon.errors import UnsupportedComponentError
 from crayon.reference.bpe import BytePairModel
-from crayon.reference.hf_pretokenize import (
+from crayon.formats.hf_pretokenize import (
     ByteLevel,
     HFPreTokenizer,
     PreTokenizerSequence,
@@ -45,7 +45,7 @@ from crayon.reference.hf_pretokenize import (
     step_from_hf,
     to_byte_chars,
 )
-from crayon.reference.normalize import Normalizer, normalizer_from_hf
+from crayon.formats.hf_normalize import Normalizer, normalizer_from_hf
 from crayon.reference.pretokenize import PatternSpanner
 from crayon.tokenizer import Tokenizer
 
