@@ -1,4 +1,4 @@
-"""Double-array trie (DAT): a vocabulary's byte trie packed into three flat int32 arrays.
+"""Double-array trie (DAT): a vocabulary's byte trie (``crayon.reference.trie``) packed into three flat int32 arrays.
 
 Contract (shared by every engine that walks a DAT, and by the cartridge format):
 
@@ -10,15 +10,15 @@ Contract (shared by every engine that walks a DAT, and by the cartridge format):
   prefix. Walkers treat any negative value as "no token", so a corrupt array gives wrong tokens, never a crash
   (jit walkers also bounds-check ``t`` themselves).
 
-Packing (the seed's first-fit scan): every internal trie node gets the smallest ``base >= 1`` such that all the
+Packing (first fit): every internal trie node gets the smallest ``base >= 1`` such that all the
 slots ``base + c`` of its children are still free. Nodes are packed in a chosen order: ``"out_degree"`` (most
-children first, the seed's heuristic: hard nodes first, small ones fill the gaps), ``"bfs"`` (level by level) or
+children first: hard nodes first, small ones fill the gaps), ``"bfs"`` (level by level) or
 ``"frequency"`` (heaviest subtree first, by caller-given token weights). Ties are broken by the node's prefix in
 lexicographic order (DFS preorder), so the arrays depend only on the vocabulary, never on input order. Because
 slots are only ever claimed, a node's slot number is known only once its parent is packed; occupancy is all the
 scan needs, so CHECK is filled in after every base is chosen.
 
-The scan starts at ``first_free - c_min`` (the seed's "last free slot" cache: every slot below ``first_free`` is
+The scan starts at ``first_free - c_min`` (a "last free slot" cache: every slot below ``first_free`` is
 taken, so no smaller base can fit), which gives the same base as scanning from 1. ``crayon.jit.dat`` builds
 identical arrays fast.
 """
@@ -28,6 +28,8 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
+
+from crayon.reference.trie import Trie, TrieNode
 
 PACKING_ORDERS = ("out_degree", "bfs", "frequency")
 FREE = -1  # CHECK of the root and of every free slot; VALUES of a slot that is no token
@@ -46,28 +48,24 @@ def compile_dat(
     """
     ids = list(range(len(tokens))) if ids is None else [int(i) for i in ids]
     validate_vocabulary(tokens, ids)
-    prefixes = sorted({token[:k] for token in tokens for k in range(len(token) + 1)})  # DFS preorder
-    node_of = {prefix: node for node, prefix in enumerate(prefixes)}
-    children: list[list[int]] = [[] for _ in prefixes]
-    for prefix in prefixes[1:]:
-        children[node_of[prefix[:-1]]].append(prefix[-1])  # in byte order, since prefixes are sorted
-
-    internal = [node for node in range(len(prefixes)) if children[node]]
-    node_weight = _node_weights(tokens, weights, prefixes, node_of) if order == "frequency" else None
+    if order == "frequency" and (weights is None or len(weights) != len(tokens)):
+        raise ValueError('order="frequency" needs one weight per token')
     packing_key = {
-        "out_degree": lambda node: -len(children[node]),
-        "bfs": lambda node: len(prefixes[node]),
-        "frequency": lambda node: -node_weight[node],
+        "out_degree": lambda node: -len(node.children),
+        "bfs": lambda node: node.depth,
+        "frequency": lambda node: -node.weight,
     }
     if order not in packing_key:
         raise ValueError(f"unknown packing order {order!r}; expected one of {PACKING_ORDERS}")
+    nodes = [node for _, node in Trie.from_tokens(tokens, ids, weights).preorder()]
+    internal = [node for node in nodes if node.children]
     internal.sort(key=packing_key[order])  # stable: ties keep DFS preorder
 
-    node_base = [0] * len(prefixes)
+    node_base: dict[TrieNode, int] = {}
     slots = FreeSlots()
     slots.claim(0)  # the root's slot
     for node in internal:
-        labels = children[node]
+        labels = sorted(node.children)
         first_slot = slots.next_free(1 + labels[0])  # base >= 1, and only bases whose first child slot is free
         while not all(slots.is_free(first_slot - labels[0] + label) for label in labels[1:]):
             first_slot = slots.next_free(first_slot + 1)
@@ -80,16 +78,14 @@ def compile_dat(
     base_array = np.zeros(size, dtype=np.int32)
     check_array = np.full(size, FREE, dtype=np.int32)
     values_array = np.full(size, FREE, dtype=np.int32)
-    slot = [0] * len(prefixes)
-    for node, prefix in enumerate(prefixes):  # preorder: a parent's slot is known before its children's
-        if node:
-            parent = node_of[prefix[:-1]]
-            slot[node] = node_base[parent] + prefix[-1]
-            check_array[slot[node]] = slot[parent]
-        if children[node]:
+    slot = {nodes[0]: 0}
+    for node in nodes:  # preorder: a parent's slot is known before its children's
+        if node.children:
             base_array[slot[node]] = node_base[node]
-    for token, token_id in zip(tokens, ids):
-        values_array[slot[node_of[token]]] = token_id
+        for label, child in node.children.items():
+            slot[child] = node_base[node] + label
+            check_array[slot[child]] = slot[node]
+        values_array[slot[node]] = node.value
     return base_array, check_array, values_array
 
 
@@ -109,7 +105,7 @@ class FreeSlots:
     """Which array slots are claimed, with a fast "first free slot at or after i" (slots past the end are free).
 
     ``skip[i] == i`` for a free slot; a claimed slot points further right. Following the pointers (halving the
-    path as we go) finds the next free slot in near O(1): the seed's "last free slot" cache, for every start.
+    path as we go) finds the next free slot in near O(1): a "last free slot" cache for every start.
     """
 
     def __init__(self) -> None:
@@ -133,17 +129,6 @@ class FreeSlots:
             self.skip.extend(range(len(self.skip), slot + 1))
         self.skip[slot] = slot + 1
         self.end = max(self.end, slot + 1)
-
-
-def _node_weights(tokens, weights, prefixes, node_of) -> list[int]:
-    """Weight of each trie node: the total weight of the tokens in its subtree."""
-    if weights is None or len(weights) != len(tokens):
-        raise ValueError('order="frequency" needs one weight per token')
-    node_weight = [0] * len(prefixes)
-    for token, weight in zip(tokens, weights):
-        for k in range(len(token) + 1):
-            node_weight[node_of[token[:k]]] += int(weight)
-    return node_weight
 
 
 def transition(base: np.ndarray, check: np.ndarray, state: int, byte: int) -> int:
