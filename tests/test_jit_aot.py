@@ -70,9 +70,9 @@ def test_the_engine_hands_the_compiled_kernels_the_declared_types():
     tokenizers = [crayon.load("cl100k_base", backend="jit"),
                   Tokenizer("custom", BytePairModel(mergeable_ranks("cl100k_base")), pattern=r"\S+|\s+", backend="jit")]
     for tok in tokenizers:
-        engine = JitEngine(tok, tables=tok._engine.tables)
+        engine = JitEngine(tok, tables=tok.engine.tables)
         engine._kernels = shim
-        dispatched = JitEngine(tok, tables=tok._engine.tables, kernels="numba")
+        dispatched = JitEngine(tok, tables=tok.engine.tables, kernels="numba")
         for text in _texts():  # the long run of "a" grows the scratch buffers (NEED_SCRATCH)
             assert engine.encode_ordinary(text) == dispatched.encode_ordinary(text)
         assert engine.encode_ordinary_batch(_texts(), num_threads=2) == dispatched.encode_ordinary_batch(_texts())
@@ -85,7 +85,7 @@ def test_no_numba_import_on_a_warm_start():
         import sys, crayon
         tok = crayon.load("cl100k_base")
         assert tok.encode("hello world") == [15339, 1917]
-        print(tok._engine.kernels_kind, "numba" in sys.modules)
+        print(tok.engine.kernels_kind, "numba" in sys.modules)
     """
     _python(code)  # warms the caches (cartridge, compiled kernels) if no test did
     assert _python(code).split() == ["aot", "False"]
@@ -94,7 +94,7 @@ def test_no_numba_import_on_a_warm_start():
 def test_lazy_kernels_become_numba_dispatchers_everywhere():
     out = _python("""
         import sys
-        import crayon.jit.bpe, crayon.jit.cache, crayon.jit.engine, crayon.jit.pretokenize
+        import crayon.jit.bpe, crayon.jit.cache, crayon.jit.engine, crayon.jit.kernels, crayon.jit.pretokenize
         from crayon.jit.bpe import merge_loop
         from crayon.jit.lazy import LazyKernel, njit
         assert "numba" not in sys.modules and type(merge_loop) is LazyKernel
@@ -107,7 +107,7 @@ def test_lazy_kernels_become_numba_dispatchers_everywhere():
         assert twice(21) == 42 and "numba" in sys.modules
         from numba.core.registry import CPUDispatcher
         assert isinstance(crayon.jit.bpe.merge_loop, CPUDispatcher) and isinstance(merge_loop, CPUDispatcher)
-        assert isinstance(crayon.jit.engine.encode_piece, CPUDispatcher)
+        assert isinstance(crayon.jit.kernels.encode_piece, CPUDispatcher)
         from numba.core.extending import _Intrinsic
         assert isinstance(crayon.jit.cache.prefetch, _Intrinsic)
 

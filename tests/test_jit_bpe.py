@@ -15,8 +15,9 @@ from conftest import corpus_text, mergeable_ranks
 from crayon.errors import CartridgeError, CrayonError, UnsupportedComponentError
 from crayon.jit import backtrack as jit_backtrack
 from crayon.jit import cache as jit_cache
-from crayon.jit.bpe import build_bpe_tables, check_bpe_tables
-from crayon.jit.engine import ENCODERS, JitEngine, encode_spans_kernel, kernel_tables
+from crayon.jit.tables import build_bpe_tables, check_bpe_tables, kernel_tables
+from crayon.jit.engine import JitEngine
+from crayon.jit.kernels import ENCODERS, encode_spans_kernel
 from crayon.reference import cache as ref_cache
 from crayon.reference.backtrack import BacktrackEncoder
 from crayon.reference.bpe import BytePairModel

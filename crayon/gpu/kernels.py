@@ -2,14 +2,14 @@
 
 The algorithms are not rewritten for the GPU: the kernels call the JIT engine's ``@njit`` functions
 (``classify_characters`` and ``fill_span_ends`` of ``crayon.jit.pretokenize``, ``encode_span_into`` of
-``crayon.jit.engine`` with its merge loop, heap and backtracking encoders), which numba-cuda compiles for the
+``crayon.jit.kernels`` with its merge loop, heap and backtracking encoders), which numba-cuda compiles for the
 GPU from the same source. What is GPU-specific is how a batch (many documents in one UTF-8 buffer) is split
 over threads:
 
 1. Spanner (``classify_chunks``, ``span_chunks``, ``fix_chunks``). Documents are cut into chunks of about
    256 bytes at character boundaries, one thread each. Character classes are per character, so chunks
    classify independently. Spans form a chain (each starts where the last ended), so one thread per document
-   would leave the GPU idle behind a few long documents, as the seed's engine did. Instead each chunk thread
+   would leave the GPU idle behind a few long documents. Instead each chunk thread
    follows the chain from its chunk's first byte, marking span starts. That byte is usually inside a span,
    but chains re-synchronize: once two chains share a position they are equal from there on, and on real
    text they meet within a span or two. ``fix_chunks`` re-walks every chunk from where the previous chunk's
@@ -44,7 +44,7 @@ from numba import config, cuda, int64, uint8
 from crayon.gpu.capacity import BACKTRACK_LOCAL_BYTES, MERGE_LOOP_LOCAL_BYTES
 from crayon.jit import longest
 from crayon.jit.dat import longest_prefix
-from crayon.jit.engine import encode_span_into
+from crayon.jit.kernels import encode_span_into
 from crayon.jit.lazy import use_numba
 from crayon.jit.pretokenize import classify_characters, fill_span_ends
 

@@ -1,7 +1,7 @@
 """The engine's two entry kernels compiled ahead of time into a C extension (``numba.pycc``), so a process that
 encodes starts without importing numba.
 
-``encode_docs_kernel`` and ``encode_spans_kernel`` of ``crayon.jit.engine`` are the same Python functions the
+``encode_docs_kernel`` and ``encode_spans_kernel`` of ``crayon.jit.kernels`` are the same Python functions the
 numba dispatchers compile; pycc compiles them, with everything they call, for the host CPU and for the argument
 types in ``SIGNATURES``, into one extension module that imports in milliseconds (importing numba and loading its
 first cached kernel take about half a second). The module is built once, the first time an engine needs it, into
@@ -165,7 +165,7 @@ def build_kernels(name: str, path: Path) -> None:
     from numba.core.compiler import Flags
     from numba.core.errors import NumbaPendingDeprecationWarning
 
-    from crayon.jit import engine
+    from crayon.jit import kernels
     from crayon.jit.lazy import use_numba
 
     with warnings.catch_warnings():
@@ -183,13 +183,13 @@ def build_kernels(name: str, path: Path) -> None:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=path.parent) as building:
-        compiler = CC(name, source_module=engine)
+        compiler = CC(name, source_module=kernels)
         compiler.output_dir = building
         compiler.target_cpu = llvm.get_host_cpu_name()
         compiler.use_nrt = False  # the kernels allocate nothing
         for kernel, signature in SIGNATURES.items():
             compiler.export(kernel, types.int64(*(_numba_type(spec) for spec in signature)))(
-                getattr(engine, kernel).py_func)
+                getattr(kernels, kernel).py_func)
         numba.pycc.compiler.Flags = GilReleasingFlags
         try:
             compiler.compile()

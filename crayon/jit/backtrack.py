@@ -21,18 +21,10 @@ from __future__ import annotations
 import numpy as np
 
 from crayon.errors import CartridgeError
-from crayon.jit.bpe import (
-    _FIBONACCI,
-    _U32,
-    CORRUPT_TABLES,
-    NO_MERGE,
-    UNKNOWN_BYTE,
-    merge_loop,
-    pair_merge,
-    write_byte_tokens,
-)
+from crayon.jit.bpe import FIBONACCI, NO_MERGE, U32, merge_loop, pair_merge, write_byte_tokens
 from crayon.jit.dat import compile_dat
 from crayon.jit.lazy import njit
+from crayon.jit.status import CORRUPT_TABLES, UNKNOWN_BYTE
 
 BACKTRACK_TABLE_NAMES = ("token_rows", "dat_base", "dat_check", "dat_values")
 LENGTH, NEXT_PREFIX, SPLIT_LEFT, SPLIT_RIGHT, FORMED_AT = range(5)
@@ -217,8 +209,8 @@ def new_validity_memo(slots: int = 1 << 18) -> np.ndarray:
 @njit(cache=True, _nrt=False, inline="always")
 def memoized_valid_pair(memo, pair_table, rows, left, right):
     """``is_valid_pair`` through a direct-mapped memo whose slots hold ``((left << 32 | right) + 1) << 1 | answer``."""
-    key = ((np.uint64(left) << _U32) | np.uint64(right)) + np.uint64(1)
-    slot = np.int64(((key * _FIBONACCI) >> _U32) & np.uint64(memo.shape[0] - 1))
+    key = ((np.uint64(left) << U32) | np.uint64(right)) + np.uint64(1)
+    slot = np.int64(((key * FIBONACCI) >> U32) & np.uint64(memo.shape[0] - 1))
     entry = memo[slot]
     if entry >> np.uint64(1) == key:
         return entry & np.uint64(1) == np.uint64(1)

@@ -9,57 +9,37 @@ Two merge encoders, identical tokens (the backtracking encoder is in ``crayon.ji
 * ``heap_merge``: the same merges popped from a binary min-heap of ``(rank, position)`` over a linked list of
   parts; an entry whose pair has changed since it was pushed is skipped when popped. O(n log n).
 
-``build_bpe_tables(model)`` makes every array the kernels read (the cartridge sections of a BPE model):
-
-* ``byte_tokens`` int32[256]: the token of each single byte, -1 if it has none.
-* ``pair_table`` int64[capacity, 2], open addressing (capacity a power of two): column 0 the key
-  ``left << 32 | right`` (-1: empty slot), column 1 the merge packed as ``rank << 32 | merged_id``, so that
-  the smaller packed value is the earlier merge.
-* ``token_offsets`` int64[n_ids + 1], ``token_bytes`` uint8: token ``i`` is
-  ``token_bytes[token_offsets[i]:token_offsets[i + 1]]``, empty for an id that is no token.
-* ``vocab_index`` int64[capacity], open addressing by ``bytes_hash`` of each token: ``tag << 32 | id`` (-1:
-  empty), for the whole-span lookup.
-* ``settings`` int64[2]: ``[whole_span_lookup, TABLES_VERSION]`` (whole_span_lookup 1: a span that is a token is
-  that token, as in tiktoken; the version changes whenever the layout of any table does).
-* the backtracking encoder's tables, from ``crayon.jit.backtrack.build_backtrack_tables``.
-* ``short_tokens`` uint64[capacity, 4]: the tokens of 2 to 16 bytes a span spelling them encodes to, keyed like
-  the piece cache (``crayon.jit.cache.build_short_tokens``).
+Their tables are built and checked by ``crayon.jit.tables``.
 
 Kernels check every index they take from a table, so corrupt tables give an error code or wrong tokens,
-never a read outside an array. Status codes: ``UNKNOWN_BYTE`` (a byte without a token) and ``CORRUPT_TABLES``.
+never a read outside an array (``crayon.jit.status``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from crayon.errors import CartridgeError
 from crayon.jit.lazy import njit
-from crayon.reference.bpe import BytePairModel
 
-UNKNOWN_BYTE = -1
-CORRUPT_TABLES = -2
 NO_MERGE = np.int64(0x7FFFFFFFFFFFFFFF)  # the packed merge of a pair that never merges
 ID_MASK = np.int64(0xFFFFFFFF)
 EMPTY = -1
 
-_FIBONACCI = np.uint64(0x9E3779B97F4A7C15)
+FIBONACCI = np.uint64(0x9E3779B97F4A7C15)
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
 _MIX_1 = np.uint64(0xFF51AFD7ED558CCD)
 _MIX_2 = np.uint64(0xC4CEB9FE1A85EC53)
-_U32 = np.uint64(32)
+U32 = np.uint64(32)
 _U33 = np.uint64(33)
 
-TABLES_VERSION = 3
-BPE_TABLE_NAMES = ("byte_tokens", "pair_table", "token_offsets", "token_bytes", "vocab_index", "settings", "short_tokens")
 
 
 @njit(cache=True, _nrt=False, inline="always")
 def pair_slot(left, right, mask):
     """Home slot of the pair ``(left, right)`` in a pair table of ``mask + 1`` slots."""
-    key = (np.uint64(left) << _U32) | np.uint64(right)
-    return np.int64(((key * _FIBONACCI) >> _U32) & np.uint64(mask))
+    key = (np.uint64(left) << U32) | np.uint64(right)
+    return np.int64(((key * FIBONACCI) >> U32) & np.uint64(mask))
 
 
 @njit(cache=True, _nrt=False)
@@ -253,7 +233,7 @@ def heap_merge(parts, start, count, pair_table, scratch):
 
 
 @njit(cache=True)
-def _fill_vocab_index(vocab_index, token_offsets, token_bytes):
+def fill_vocab_index(vocab_index, token_offsets, token_bytes):
     mask = vocab_index.shape[0] - 1
     for token_id in range(token_offsets.shape[0] - 1):
         first, last = token_offsets[token_id], token_offsets[token_id + 1]
@@ -267,7 +247,7 @@ def _fill_vocab_index(vocab_index, token_offsets, token_bytes):
 
 
 @njit(cache=True)
-def _tiktoken_pairs(vocab_index, token_offsets, token_bytes):
+def tiktoken_pairs(vocab_index, token_offsets, token_bytes):
     """Every (left, right, rank, merged) of a tiktoken vocabulary: a cut of a token into two tokens."""
     found = []
     for token_id in range(token_offsets.shape[0] - 1):
@@ -285,7 +265,7 @@ def _tiktoken_pairs(vocab_index, token_offsets, token_bytes):
 
 
 @njit(cache=True)
-def _fill_pair_table(pair_table, merges):
+def fill_pair_table(pair_table, merges):
     """Insert (left, right, rank, merged) rows; a pair listed twice keeps its last row, as the reference's dict."""
     mask = pair_table.shape[0] - 1
     for row in range(merges.shape[0]):
@@ -302,79 +282,3 @@ def _fill_pair_table(pair_table, merges):
 def table_capacity(count: int) -> int:
     """A power of two with room for ``count`` entries at a load of at most 1/2."""
     return 1 << max(4, (2 * count).bit_length())
-
-
-def build_bpe_tables(model: BytePairModel) -> dict[str, np.ndarray]:
-    """Every array the jit encoders read for ``model``: see the module docstring."""
-    n_ids = 1 + max(model.token_bytes, default=-1)
-    if n_ids >= 2**31 - 1:
-        raise ValueError("token ids must fit in int32")
-    lengths = np.zeros(n_ids, np.int64)
-    for token_id, token in model.token_bytes.items():
-        lengths[token_id] = len(token)
-    token_offsets = np.zeros(n_ids + 1, np.int64)
-    np.cumsum(lengths, out=token_offsets[1:])
-    token_bytes = np.frombuffer(
-        b"".join(model.token_bytes.get(token_id, b"") for token_id in range(n_ids)), dtype=np.uint8
-    ).copy()
-    vocab_index = np.full(table_capacity(len(model.token_bytes)), EMPTY, np.int64)
-    _fill_vocab_index(vocab_index, token_offsets, token_bytes)
-
-    byte_tokens = np.full(256, -1, np.int32)
-    for byte in range(256):
-        byte_tokens[byte] = model.ranks.get(bytes([byte]), -1)
-
-    if model.merges is None:
-        merges = _tiktoken_pairs(vocab_index, token_offsets, token_bytes)
-    else:
-        merges = np.array(list(model.pair_merges()), dtype=np.int64).reshape(-1, 4)
-    pair_table = np.full((table_capacity(len(merges)), 2), EMPTY, np.int64)
-    _fill_pair_table(pair_table, merges)
-
-    tables = {
-        "byte_tokens": byte_tokens,
-        "pair_table": pair_table,
-        "token_offsets": token_offsets,
-        "token_bytes": token_bytes,
-        "vocab_index": vocab_index,
-        "settings": np.array([int(model.whole_span_lookup), TABLES_VERSION], np.int64),
-    }
-    from crayon.jit.backtrack import build_backtrack_tables, whole_span_tokens
-    from crayon.jit.cache import build_short_tokens
-
-    tables.update(build_backtrack_tables(tables))
-    tables["short_tokens"] = build_short_tokens(token_offsets, token_bytes, whole_span_tokens(tables))
-    return tables
-
-
-def check_bpe_tables(tables: dict[str, np.ndarray]) -> None:
-    """Refuse tables the kernels cannot index safely: missing arrays, wrong dtypes or shapes (CartridgeError)."""
-    expected = {
-        "byte_tokens": (np.int32, 1),
-        "pair_table": (np.int64, 2),
-        "token_offsets": (np.int64, 1),
-        "token_bytes": (np.uint8, 1),
-        "vocab_index": (np.int64, 1),
-        "settings": (np.int64, 1),
-        "short_tokens": (np.uint64, 2),
-    }
-    for name, (dtype, ndim) in expected.items():
-        array = tables.get(name)
-        if not isinstance(array, np.ndarray) or array.dtype != dtype or array.ndim != ndim:
-            raise CartridgeError(f"BPE table {name!r} is missing or not a {ndim}-D {np.dtype(dtype).name} array")
-        if not array.flags.c_contiguous:
-            raise CartridgeError(f"BPE table {name!r} is not contiguous")
-    for name in ("pair_table", "vocab_index", "short_tokens"):
-        size = tables[name].shape[0]
-        if size < 1 or size & (size - 1):
-            raise CartridgeError(f"BPE table {name!r} must have a power-of-two number of slots, not {size}")
-    if tables["pair_table"].shape[1] != 2 or tables["byte_tokens"].shape[0] != 256 or tables["short_tokens"].shape[1] != 4:
-        raise CartridgeError("BPE tables have the wrong shape")
-    offsets = tables["token_offsets"]
-    if offsets.shape[0] < 1 or offsets[0] != 0 or offsets[-1] != len(tables["token_bytes"]) or (np.diff(offsets) < 0).any():
-        raise CartridgeError("BPE table 'token_offsets' does not cut 'token_bytes' into tokens")
-    if tables["settings"].shape[0] != 2 or tables["settings"][1] != TABLES_VERSION:
-        raise CartridgeError(
-            f"BPE tables of another format (crayon.jit.bpe.TABLES_VERSION is {TABLES_VERSION}): rebuild them from the "
-            "vocabulary (delete a cached cartridge of this vocabulary)"
-        )
