@@ -31,7 +31,7 @@ def main() -> None:
 
     round_trip = tok.decode_bytes(tokens) == text.encode("utf-8")
     kinds = {"aot": ", ahead-of-time compiled kernels", "numba": ", numba jit kernels"}
-    kernels = kinds.get(getattr(tok._engine, "kernels_kind", None), "")
+    kernels = kinds.get(getattr(tok.engine, "kernels_kind", None), "")
     print(f"tokenizer   {tok!r} (loaded in {load_seconds * 1000:.0f} ms)")
     print(f"input       {args.file.name}: {size / 1e6:.2f} MB")
     print(f"first ids   {tokens[:16]}")

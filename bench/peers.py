@@ -61,7 +61,7 @@ def peers(name: str, hf_dir: Path) -> dict:
 
     found = {}
     crayon_tok = crayon.load(name, backend="jit")
-    engine = crayon_tok._engine
+    engine = crayon_tok.engine
 
     def crayon_fresh(text):
         return crayon_tok.encode_ordinary(text)
@@ -202,7 +202,7 @@ def other_pattern(corpora: list[Path]) -> list[dict]:
         "jit, regex pre-tokenizer": Tokenizer("cl100k_variant", model, pattern=variant, backend="jit"),
         "reference": Tokenizer("cl100k_variant", model, pattern=variant, backend="reference"),
     }
-    assert tokenizers["jit, regex pre-tokenizer"]._engine.pattern_id is None
+    assert tokenizers["jit, regex pre-tokenizer"].engine.pattern_id is None
     rows = []
     print("\nanother pattern (cl100k_base's regex, rewritten): regex pre-tokenizer + jit span encoder")
     for path in corpora[:3]:
@@ -229,7 +229,7 @@ def long_input() -> list[dict]:
     rows = []
     print("\nlong input: one span of 'a' * n (cl100k_base)")
     for encoder in ("backtrack", "heap"):
-        engine = JitEngine(tok, encoder=encoder, tables=tok._engine.tables)
+        engine = JitEngine(tok, encoder=encoder, tables=tok.engine.tables)
         engine.encode_ordinary("a" * 1000)
         for size in (250_000, 500_000, 1_000_000):
             start = time.thread_time()
@@ -257,7 +257,7 @@ def thread_scaling() -> list[dict]:
     for threads in (1, 2):
         best = float("inf")
         for _ in range(3):
-            tok._engine.clear_caches()
+            tok.engine.clear_caches()
             start = time.perf_counter()
             tok.encode_ordinary_batch(documents, num_threads=threads)
             best = min(best, time.perf_counter() - start)

@@ -31,7 +31,7 @@ tok.encode("hello")
 encode_done = time.perf_counter()
 import sys
 print(numpy_done - start, import_done - numpy_done, load_done - import_done, encode_done - load_done,
-      tok._engine.kernels_kind, "numba" in sys.modules)
+      tok.engine.kernels_kind, "numba" in sys.modules)
 """
 
 

@@ -27,7 +27,7 @@ Known sections:
 
 Engines add their own arrays under their own prefix (e.g. ``bpe.``); names are free-form ASCII up to 32 bytes.
 
-The seed's Crayon v2 files (``.dat``: 12-byte header with magic 0x59415243, version 2 and the node count, then
+Crayon v2 files (the format of Crayon's C++ original) (``.dat``: 12-byte header with magic 0x59415243, version 2 and the node count, then
 BASE, CHECK, VALUES as int32; beside a ``.json`` vocabulary) are read by ``read_seed_v2``.
 """
 

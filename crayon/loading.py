@@ -4,7 +4,7 @@ A built-in name ("cl100k_base", "o200k_base", a trained profile such as "lite") 
 ``NAME.crayon`` in the profile folders (``crayon.profiles.profile_dirs``); an OpenAI encoding with no cartridge
 yet is read from its official vocabulary file, compiled and cached there on first use.
 
-A cartridge of a BPE tokenizer holds the jit engine's tables (``crayon.jit.bpe.build_bpe_tables``) under
+A cartridge of a BPE tokenizer holds the jit engine's tables (``crayon.jit.tables.build_bpe_tables``) under
 ``CARTRIDGE_SECTION`` names (the vocabulary and the DAT under the format's own names, the rest as ``bpe.*``), so
 opening it is a map and some numpy views; the reference model is rebuilt from them only when it is used.
 """
@@ -16,24 +16,18 @@ from pathlib import Path
 
 import numpy as np
 
-from crayon.cartridge import open_cartridge, read_seed_v2, vocab_sections, write_cartridge
+from crayon.cartridge import open_cartridge, read_seed_v2
 from crayon.errors import CartridgeError
 from crayon.patterns import PATTERNS
 from crayon.profiles import OPENAI_ENCODINGS, cache_dirs, find_vocabulary_file, profile_dirs
 from crayon.reference.bpe import BytePairModel
 from crayon.reference.pretokenize import WholeText
 from crayon.formats.tiktoken_io import load_tiktoken_bpe
+from crayon.saving import CARTRIDGE_SECTION, save_cartridge
 from crayon.tokenizer import Tokenizer
 
 ALGORITHMS = ("bpe", "longest")
 CARTRIDGE_SUFFIX = ".crayon"
-CARTRIDGE_SECTION = {
-    "token_bytes": "vocab.bytes",
-    "token_offsets": "vocab.offsets",
-    "dat_base": "dat.base",
-    "dat_check": "dat.check",
-    "dat_values": "dat.values",
-}
 TABLE_NAME = {section: table for table, section in CARTRIDGE_SECTION.items()}
 
 
@@ -50,7 +44,7 @@ def load(
 
     ``source``: a built-in name ("cl100k_base", "o200k_base", "r50k_base" where its file is installed, or a
     profile from ``crayon.list_profiles()``), a cartridge (``.crayon``), a ``.tiktoken`` file (give ``pattern``:
-    a name such as "cl100k_base" or a regex, and ``special_tokens``), an HF ``tokenizer.json``, or a seed Crayon
+    a name such as "cl100k_base" or a regex, and ``special_tokens``), an HF ``tokenizer.json``, or a Crayon
     v2 ``.dat`` (with its ``.json`` beside it; a longest-match tokenizer).
     ``backend``: "reference", "jit", "cuda" or "auto". ``algorithm``: "bpe" (exact) or "longest" (greedy
     longest match over the vocabulary: fast, lossless, but not the tokens BPE gives). ``verify=True`` checks a
@@ -72,9 +66,9 @@ def load(
     if path.suffix == ".dat":
         return _load_seed_v2(path, backend=backend)
     if path.name.endswith(".json"):
-        from crayon.formats.hf_io import load_hf_tokenizer
+        from crayon.formats.hf_io import read_hf_tokenizer
 
-        tokenizer = load_hf_tokenizer(path, backend=backend if algorithm == "bpe" else "reference")
+        tokenizer = Tokenizer.from_spec(read_hf_tokenizer(path), backend=backend if algorithm == "bpe" else "reference")
     elif path.name.endswith((".tiktoken", ".tiktoken.gz")):
         if pattern is None:
             raise ValueError(f"loading {path.name} needs pattern=: a name ({', '.join(PATTERNS)}) or a regex")
@@ -129,7 +123,7 @@ def _load_profile(name, *, backend, algorithm, verify, pattern, special_tokens) 
 
 def _source_stamp(name: str) -> dict:
     """What a cached profile was compiled from: the vocabulary file as installed, and the jit tables' format."""
-    from crayon.jit.bpe import TABLES_VERSION
+    from crayon.jit.tables import TABLES_VERSION
 
     path = find_vocabulary_file(name)
     stat = path.stat()
@@ -159,41 +153,6 @@ def _cache_compiled_profile(tokenizer: Tokenizer) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ cartridges
-
-
-def save_cartridge(tokenizer: Tokenizer, path: str | os.PathLike, *, source: dict | None = None) -> None:
-    """Write ``tokenizer`` as a cartridge (see the module docstring)."""
-    metadata = {
-        "name": tokenizer.name,
-        "algorithm": tokenizer.algorithm,
-        "pattern": tokenizer.pattern,
-        "special_tokens": tokenizer.special_tokens,
-        "added_tokens": tokenizer.added_tokens,
-        "source": source,
-    }
-    if tokenizer.normalizer is not None or tokenizer.pattern is None:
-        from crayon.formats.hf_io import pipeline_to_hf
-
-        metadata["hf_pipeline"] = pipeline_to_hf(tokenizer)
-    if tokenizer.algorithm == "longest":
-        model = tokenizer.model
-        tokens = {i: t for i, t in model.token_bytes.items() if i < model.first_reserved_id}
-        sections = {**vocab_sections(tokens), "dat.base": model.base, "dat.check": model.check, "dat.values": model.values}
-        metadata["first_reserved_id"] = model.first_reserved_id
-    else:
-        tables = tokenizer.tables
-        if tables is None:
-            from crayon.jit.engine import tables_for
-
-            tables = tables_for(tokenizer.model)
-        sections = {CARTRIDGE_SECTION.get(name, f"bpe.{name}"): array for name, array in tables.items()}
-        model = tokenizer.model
-        metadata["whole_span_lookup"] = bool(model.whole_span_lookup)
-        if model.merges is not None:
-            sections["merges.pairs"] = np.array(
-                [(model.ranks[left], model.ranks[right]) for left, right in model.merges], dtype=np.int32
-            ).reshape(-1, 2)
-    write_cartridge(path, metadata, sections)
 
 
 def load_cartridge(path: str | os.PathLike, *, backend: str = "auto", verify: bool = False) -> Tokenizer:
@@ -288,7 +247,7 @@ def as_longest_match(tokenizer: Tokenizer, backend: str = "auto") -> Tokenizer:
 
 
 def _load_seed_v2(path: Path, *, backend: str) -> Tokenizer:
-    """A seed Crayon v2 ``.dat`` + ``.json``: longest match over the whole text (the seed has no pre-tokenizer)."""
+    """A Crayon v2 ``.dat`` + ``.json``: longest match over the whole text (the format has no pre-tokenizer)."""
     from crayon.reference.longest import LongestMatchModel
 
     seed = read_seed_v2(path)

@@ -9,36 +9,16 @@ from typing import AbstractSet, Callable, Collection, Literal, Sequence
 import numpy as np
 
 from crayon.errors import BackendUnavailableError, SpecialTokenError, UnknownTokenError
+from crayon.formats.spec import TokenizerSpec
 from crayon.reference.bpe import BytePairModel
+from crayon.reference.engine import Engine, ReferenceEngine
 from crayon.reference.pretokenize import PatternSpanner, special_token_regex, split_specials
 
 BACKENDS = ("reference", "jit", "cuda", "auto")
 _ENGINE_MODULES = {"jit": "crayon.jit.engine", "cuda": "crayon.gpu.engine"}
 
 
-class ReferenceEngine:
-    """Encodes ordinary text in pure Python: the spec every fast engine is tested against."""
-
-    name = "reference"
-
-    def __init__(self, tokenizer: "Tokenizer"):
-        self.normalizer = tokenizer.normalizer
-        self.pretokenizer = tokenizer.pretokenizer
-        self.model = tokenizer.model
-
-    def encode_ordinary(self, text: str) -> list[int]:
-        if self.normalizer is not None:
-            text = self.normalizer(text)
-        tokens: list[int] = []
-        for span in self.pretokenizer(text):
-            tokens.extend(self.model.encode_span(span.encode("utf-8")))
-        return tokens
-
-    def encode_ordinary_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
-        return [self.encode_ordinary(text) for text in texts]
-
-
-def make_engine(tokenizer: "Tokenizer", backend: str):
+def make_engine(tokenizer: "Tokenizer", backend: str) -> Engine:
     """Build the engine for ``backend``; a backend that cannot run here raises, it never falls back."""
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
@@ -107,6 +87,13 @@ class Tokenizer:
         self._cuda_engine = None
         self.batch_choice: tuple[str, str] | None = None  # (engine, reason) of the last batch under "auto"
 
+    @classmethod
+    def from_spec(cls, spec: TokenizerSpec, *, backend: str = "auto") -> "Tokenizer":
+        """The tokenizer a reader of ``crayon.formats`` describes (an HF ``tokenizer.json``, say)."""
+        return cls(spec.name, spec.model, pattern=spec.pattern, special_tokens=spec.special_tokens,
+                   added_tokens=spec.added_tokens, normalizer=spec.normalizer, pretokenizer=spec.pretokenizer,
+                   backend=backend)
+
     def __repr__(self) -> str:
         return f"<crayon.Tokenizer {self.name!r} backend={self.backend!r} n_vocab={self.n_vocab}>"
 
@@ -121,6 +108,11 @@ class Tokenizer:
     def backend(self) -> str:
         """The engine that encodes: "reference", "jit" or "cuda" ("auto" is resolved when loading)."""
         return self._engine.name
+
+    @property
+    def engine(self) -> Engine:
+        """The engine that encodes ordinary text (``crayon.reference.engine.Engine``; read-only)."""
+        return self._engine
 
     @property
     def special_tokens(self) -> dict[str, int]:
@@ -170,9 +162,19 @@ class Tokenizer:
         text = _as_utf8_safe(text)
         return self._encode_chunks(text, self._check_specials(text, allowed_special, disallowed_special))
 
-    def encode_to_numpy(self, text: str, **specials) -> np.ndarray:
-        """``encode`` returning a uint32 numpy array."""
-        return np.asarray(self.encode(text, **specials), dtype=np.uint32)
+    def encode_to_numpy(
+        self,
+        text: str,
+        *,
+        allowed_special: Literal["all"] | AbstractSet[str] = frozenset(),
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+    ) -> np.ndarray:
+        """``encode`` returning a uint32 numpy array (straight from the engine when no special token is cut out)."""
+        text = _as_utf8_safe(text)
+        allowed = self._check_specials(text, allowed_special, disallowed_special)
+        if not allowed and not self.added_tokens:
+            return self._engine.encode_ordinary_array(text)
+        return np.asarray(self._encode_chunks(text, allowed), dtype=np.uint32)
 
     def encode_batch(
         self,
@@ -267,7 +269,7 @@ class Tokenizer:
 
     def save(self, path) -> None:
         """Write a cartridge: one file that ``crayon.load(path)`` maps back in under a millisecond."""
-        from crayon.loading import save_cartridge
+        from crayon.saving import save_cartridge
 
         save_cartridge(self, path)
 

@@ -310,7 +310,7 @@ except Exception as missing:
 import crayon
 from crayon.gpu import kernels
 from crayon.jit.pretokenize import unicode_tables
-tables = crayon.load("cl100k_base", backend="jit")._engine.kernel_tables
+tables = crayon.load("cl100k_base", backend="jit").engine.kernel_tables
 bpe = typeof(tuple(np.array(table) for table in tables))  # writable, as device arrays are
 chars = typeof(unicode_tables())
 A = lambda dtype, ndim=1: types.Array(typeof(np.zeros(1, dtype)).dtype, ndim, "C")

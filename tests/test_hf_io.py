@@ -16,10 +16,12 @@ from conftest import CORPUS_FILES, corpus_text, tiktoken_encoding
 from crayon.errors import UnknownTokenError, UnsupportedComponentError
 from crayon.formats import hf_pretokenize as pre
 from crayon.formats import hf_normalize as norm
-from crayon.formats.hf_io import load_hf_tokenizer, merges_from_ranks, save_hf_tokenizer, tokenizer_from_hf
+from crayon.formats.hf_io import merges_from_ranks, read_hf_tokenizer, save_hf_tokenizer, spec_from_hf
+
 from strategies import FRAGMENTS
 
 tokenizers = pytest.importorskip("tokenizers")
+
 from tokenizers import AddedToken, Regex, decoders, models, trainers  # noqa: E402
 from tokenizers import normalizers as hf_norm  # noqa: E402
 from tokenizers import pre_tokenizers as hf_pre  # noqa: E402
@@ -31,6 +33,15 @@ LLAMA3 = (
     r"|\s+(?!\S)|\s+"
 )
 QWEN2 = LLAMA3.replace(r"\p{N}{1,3}", r"\p{N}")
+
+
+def tokenizer_from_hf(config: dict, *, backend: str) -> crayon.Tokenizer:
+    return crayon.Tokenizer.from_spec(spec_from_hf(config), backend=backend)
+
+
+def load_hf_tokenizer(path, *, backend: str) -> crayon.Tokenizer:
+    return crayon.Tokenizer.from_spec(read_hf_tokenizer(path), backend=backend)
+
 
 # Characters Python's Unicode database knows: for unassigned ones HF's tables (Oniguruma, Rust) are newer or older.
 assigned_chars = st.characters(codec="utf-8", exclude_categories=["Cn"])

@@ -12,7 +12,8 @@ import crayon
 import crayon.jit
 from conftest import CORPUS_FILES, corpus_text, mergeable_ranks, tiktoken_encoding
 from crayon.errors import UnknownTokenError
-from crayon.jit.engine import ENCODERS, JitEngine
+from crayon.jit.engine import JitEngine
+from crayon.jit.kernels import ENCODERS
 from crayon.reference.bpe import BytePairModel
 from crayon.tokenizer import Tokenizer
 from strategies import tokenizer_text
@@ -76,7 +77,7 @@ def test_batches_and_flat_form_equal_a_loop(pair):
     for threads in (1, 2, 3):
         assert tok.encode_ordinary_batch(texts, num_threads=threads) == expected
         assert tok.encode_batch(texts, num_threads=threads) == expected
-        tokens, offsets = tok._engine.encode_ordinary_flat(texts, num_threads=threads)
+        tokens, offsets = tok.engine.encode_ordinary_flat(texts, num_threads=threads)
         assert tokens.dtype == np.uint32 and offsets.dtype == np.int64 and len(offsets) == len(texts) + 1
         assert [tokens[offsets[i] : offsets[i + 1]].tolist() for i in range(len(texts))] == expected
     assert tok.encode_batch(["a<|endoftext|>b"], allowed_special="all") == reference.encode_batch(
@@ -91,7 +92,7 @@ def test_every_span_encoder_gives_the_same_tokens(name):
     expected = reference.encode_ordinary(text)
     tok = crayon.load(name, backend="jit")
     for encoder in ENCODERS:
-        engine = JitEngine(tok, encoder=encoder, tables=tok._engine.tables)
+        engine = JitEngine(tok, encoder=encoder, tables=tok.engine.tables)
         assert engine.encode_ordinary(text) == expected, encoder
 
 
@@ -107,7 +108,7 @@ def test_long_single_word_inputs(name):
             assert expected == [t for span in crayon.reference.pretokenize.split(text, name)
                                 for t in plain.encode_span(span.encode())]
     long_text = "a" * 200_000
-    encoded = {encoder: JitEngine(tok, encoder=encoder, tables=tok._engine.tables).encode_ordinary(long_text)
+    encoded = {encoder: JitEngine(tok, encoder=encoder, tables=tok.engine.tables).encode_ordinary(long_text)
                for encoder in ("backtrack", "heap")}
     assert encoded["backtrack"] == encoded["heap"]
     assert tok.decode(encoded["backtrack"]) == long_text
@@ -119,7 +120,7 @@ def test_other_patterns_use_the_reference_spanner_exactly():
     pattern = r"\w+|\s+|[^\w\s]+"
     jit_tok = Tokenizer("custom", BytePairModel(ranks), pattern=pattern, backend="jit")
     ref_tok = Tokenizer("custom", BytePairModel(ranks), pattern=pattern, backend="reference")
-    assert jit_tok._engine.pattern_id is None
+    assert jit_tok.engine.pattern_id is None
     text = corpus_text("python_code.py", 50_000) + corpus_text("multilingual.txt", 20_000)
     assert jit_tok.encode_ordinary(text) == ref_tok.encode_ordinary(text)
     texts = text.splitlines()[:200]

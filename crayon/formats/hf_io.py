@@ -1,7 +1,7 @@
 """Read and write HF tokenizers' ``tokenizer.json`` files of byte-level BPE models.
 
-Loading builds a Crayon Tokenizer whose ``encode(text, allowed_special="all")`` gives the ids of HF's
-``encode(text, add_special_tokens=False)``:
+Reading gives a ``TokenizerSpec``; the Tokenizer built from it (``crayon.load``, ``Tokenizer.from_spec``) gives
+with ``encode(text, allowed_special="all")`` the ids of HF's ``encode(text, add_special_tokens=False)``:
 
 - normalizer and pre-tokenizer: the components of ``hf_normalize.py`` and ``hf_pretokenize.py``; the pipeline
   must map text to GPT-2's byte-level characters somewhere (a ByteLevel pre-tokenizer or normalizer), since
@@ -46,24 +46,24 @@ from crayon.formats.hf_pretokenize import (
     to_byte_chars,
 )
 from crayon.formats.hf_normalize import Normalizer, normalizer_from_hf
+from crayon.formats.spec import TokenizerSpec
 from crayon.reference.pretokenize import PatternSpanner
-from crayon.tokenizer import Tokenizer
 
 _ID_FREE_POST_PROCESSORS = ("ByteLevel", "TemplateProcessing", "RobertaProcessing", "BertProcessing")
 _BYTE_PRESERVING_DECODERS = ("ByteLevel", "Fuse")
 
 
-def load_hf_tokenizer(path: str | os.PathLike, *, backend: str = "auto") -> Tokenizer:
-    """Load an HF ``tokenizer.json`` of a byte-level BPE model (see the module docstring for what is supported)."""
+def read_hf_tokenizer(path: str | os.PathLike) -> TokenizerSpec:
+    """Read an HF ``tokenizer.json`` of a byte-level BPE model (see the module docstring for what is supported)."""
     path = Path(path)
     with open(path, encoding="utf-8") as handle:
         config = json.load(handle)
     name = path.parent.name if path.stem == "tokenizer" and path.parent.name else path.stem
-    return tokenizer_from_hf(config, name=name or "tokenizer", backend=backend)
+    return spec_from_hf(config, name=name or "tokenizer")
 
 
-def tokenizer_from_hf(config: dict, *, name: str = "tokenizer", backend: str = "auto") -> Tokenizer:
-    """Build a Tokenizer from the parsed JSON object of a ``tokenizer.json``."""
+def spec_from_hf(config: dict, *, name: str = "tokenizer") -> TokenizerSpec:
+    """The spec of the parsed JSON object of a ``tokenizer.json``."""
     _check_encoding_options(config)
     _check_post_processor(config.get("post_processor"))
     _check_decoder(config.get("decoder"))
@@ -77,15 +77,14 @@ def tokenizer_from_hf(config: dict, *, name: str = "tokenizer", backend: str = "
     ranks = _vocabulary_bytes(vocab, added_ids)
     merges = [_merge_from_hf(merge, vocab) for merge in model_spec.get("merges", [])]
     model = BytePairModel(ranks, merges, ignore_merges=bool(model_spec.get("ignore_merges", False)))
-    return Tokenizer(
+    return TokenizerSpec(
         name,
         model,
         pattern=None,
         special_tokens=special_tokens,
+        added_tokens=added_tokens,
         normalizer=normalizer,
         pretokenizer=pretokenizer,
-        added_tokens=added_tokens,
-        backend=backend,
     )
 
 
@@ -104,12 +103,9 @@ def pipeline_from_hf(config: dict) -> tuple[Normalizer | None, HFPreTokenizer]:
     return normalizer, pretokenizer
 
 
-def pipeline_to_hf(tokenizer: Tokenizer) -> dict:
-    """The "normalizer" and "pre_tokenizer" entries of a Tokenizer's ``tokenizer.json`` object."""
-    return {
-        "normalizer": _normalizer_to_hf(tokenizer.normalizer),
-        "pre_tokenizer": _pretokenizer_to_hf(tokenizer.pretokenizer),
-    }
+def pipeline_to_hf(normalizer: Normalizer | None, pretokenizer) -> dict:
+    """The "normalizer" and "pre_tokenizer" entries of a ``tokenizer.json`` object."""
+    return {"normalizer": _normalizer_to_hf(normalizer), "pre_tokenizer": _pretokenizer_to_hf(pretokenizer)}
 
 
 # --- checks ------------------------------------------------------------------------------------------------
@@ -264,14 +260,15 @@ def _overlap(first: str, second: str) -> bool:
 # --- saving ------------------------------------------------------------------------------------------------
 
 
-def save_hf_tokenizer(tokenizer: Tokenizer, path: str | os.PathLike) -> None:
-    """Write ``tokenizer`` as an HF ``tokenizer.json`` that HF loads and encodes to the same ids."""
+def save_hf_tokenizer(tokenizer: TokenizerSpec, path: str | os.PathLike) -> None:
+    """Write ``tokenizer`` (a spec, or a ``crayon.Tokenizer``: it has the same attributes) as an HF
+    ``tokenizer.json`` that HF loads and encodes to the same ids."""
     with open(path, "w", encoding="utf-8") as handle:
         json.dump(tokenizer_to_hf(tokenizer), handle, ensure_ascii=False)
 
 
-def tokenizer_to_hf(tokenizer: Tokenizer) -> dict:
-    """The ``tokenizer.json`` object of a Crayon Tokenizer."""
+def tokenizer_to_hf(tokenizer: TokenizerSpec) -> dict:
+    """The ``tokenizer.json`` object of a spec or a ``crayon.Tokenizer``."""
     model = tokenizer.model
     vocab = {to_byte_chars(token): token_id for token, token_id in model.ranks.items()}
     merges = model.merges if model.merges is not None else merges_from_ranks(model.ranks)
@@ -291,7 +288,7 @@ def tokenizer_to_hf(tokenizer: Tokenizer) -> dict:
         "truncation": None,
         "padding": None,
         "added_tokens": added_tokens,
-        **pipeline_to_hf(tokenizer),
+        **pipeline_to_hf(tokenizer.normalizer, tokenizer.pretokenizer),
         "post_processor": None,
         "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
         "model": {

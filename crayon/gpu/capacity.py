@@ -1,6 +1,6 @@
 """Capacity planning for the GPU engine: every buffer is sized from the input, never from a fixed cap.
 
-The seed's CUDA engine gave each document a fixed 4096-token output slot and silently dropped the rest. Here
+A fixed output slot per document (say 4096 tokens) would silently drop the rest of a longer one. Here
 nothing is truncated because every size follows from one fact: a token spans at least one byte, so a text of
 ``n`` bytes has at most ``n`` tokens. A batch of ``n`` bytes therefore needs at most
 
@@ -41,7 +41,7 @@ HEAP_SCRATCH_BYTES = 5 * 8
 DEFAULT_CHUNK_BYTES = 256
 # The share of the budget kept for long-span scratch (the rest sizes the batches).
 LONG_SCRATCH_SHARE = 0.25
-# The seed's ceiling (512M int32 elements, about 2 GiB): the device memory one batch may use where the free
+# 512M int32 elements, about 2 GiB: the device memory one batch may use where the free
 # device memory is unknown; else half the free memory, at most MAX_DEFAULT_BUDGET.
 DEFAULT_MEMORY_BUDGET = 2 << 30
 MAX_DEFAULT_BUDGET = 8 << 30

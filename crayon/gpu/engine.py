@@ -31,7 +31,9 @@ from crayon.gpu.kernels import LONGEST_CHAIN, THREADS_PER_BLOCK, blocks_for
 from crayon.jit import longest
 from crayon.jit.dat import check_dat_arrays
 from crayon.jit.backtrack import new_validity_memo
-from crayon.jit.engine import BACKTRACK, HEAP, MERGE_LOOP, JitEngine, _raise_status
+from crayon.jit.engine import JitEngine
+from crayon.jit.kernels import BACKTRACK, HEAP, MERGE_LOOP
+from crayon.jit.status import raise_for_status
 from crayon.jit.pretokenize import pattern_id_of, split_spans, unicode_tables
 from crayon.reference.pretokenize import PatternSpanner, WholeText
 
@@ -238,6 +240,7 @@ class CudaEngine(_GpuPipeline):
     """Encodes batches of ordinary text with exact BPE on a CUDA GPU; the same tokens as the JIT engine."""
 
     name = "cuda"
+    capabilities = frozenset({"gpu", "compiled"})
 
     def __init__(self, tokenizer, *, memory_budget: int | None = None,
                  chunk_bytes: int = capacity.DEFAULT_CHUNK_BYTES, encoder: str | None = None, profile: bool = False):
@@ -252,8 +255,11 @@ class CudaEngine(_GpuPipeline):
         self._bpe, self._memo = device_tables(tokenizer.model, self.cpu)
 
     def encode_ordinary(self, text: str) -> list[int]:
+        return self.encode_ordinary_array(text).tolist()
+
+    def encode_ordinary_array(self, text: str) -> np.ndarray:
         tokens, _ = self.encode_ordinary_flat([text])
-        return tokens.tolist()
+        return tokens
 
     def encode_ordinary_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
         """Token lists of many texts (``num_threads`` is accepted for the engine interface; the GPU ignores it)."""
@@ -298,7 +304,7 @@ class CudaEngine(_GpuPipeline):
                                     d_status)
         status = int(d_status.copy_to_host()[0])
         if status < 0:
-            _raise_status(status, data, self.cpu.tables)
+            raise_for_status(status, data, self.cpu.tables["byte_tokens"])
 
     def _encode_long_spans(self, data, d_data, long_spans, d_tokens, d_counts, d_status) -> None:
         """Spans longer than a thread's local scratch: one thread each, in groups whose global scratch fits the
@@ -389,6 +395,7 @@ class LongestMatchCudaEngine:
     tokenizer's pattern (or following the chain of tokens over the whole text when it has no pattern)."""
 
     name = "cuda"
+    capabilities = frozenset({"gpu", "compiled"})
 
     def __init__(self, tokenizer, **options):
         if tokenizer.normalizer is not None:
@@ -403,9 +410,17 @@ class LongestMatchCudaEngine:
         model = tokenizer.model
         self._gpu = LongestMatchGpu(model.base, model.check, model.values, model.fallback, pattern=pattern, **options)
 
-    def encode_ordinary_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
+    def encode_ordinary_flat(self, texts: Sequence[str], num_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """All texts' ids in one uint32 array and int64 offsets (``num_threads`` is ignored on the GPU)."""
         ids, offsets = self._gpu.encode_flat(texts)
+        return ids.astype(np.uint32, copy=False), offsets
+
+    def encode_ordinary_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
+        ids, offsets = self.encode_ordinary_flat(texts)
         return [ids[offsets[i] : offsets[i + 1]].tolist() for i in range(len(texts))]
 
+    def encode_ordinary_array(self, text: str) -> np.ndarray:
+        return self.encode_ordinary_flat([text])[0]
+
     def encode_ordinary(self, text: str) -> list[int]:
-        return self.encode_ordinary_batch([text])[0]
+        return self.encode_ordinary_array(text).tolist()

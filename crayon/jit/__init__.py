@@ -27,10 +27,4 @@ def encode(
         if tok not in _JIT_TWINS:
             _JIT_TWINS[tok] = tok.with_backend("jit")
         tok = _JIT_TWINS[tok]
-    from crayon.tokenizer import _as_utf8_safe
-
-    text = _as_utf8_safe(text)
-    if tok.added_tokens or tok._check_specials(text, allowed_special, disallowed_special):
-        return np.asarray(tok.encode(text, allowed_special=allowed_special, disallowed_special=disallowed_special),
-                          dtype=np.uint32)
-    return tok._engine.encode_ordinary_array(text)
+    return tok.encode_to_numpy(text, allowed_special=allowed_special, disallowed_special=disallowed_special)

@@ -2,7 +2,7 @@
 
 ``compile_dat`` builds the trie from the tokens sorted by bytes (so nodes come out in DFS preorder, the
 reference's tie-break order) and packs it with the same first-fit rule, scanning a bitmap of claimed slots 64
-bases at a time from the seed's "last free slot" cache (and from a per-gap cache for nodes with two or more
+bases at a time from a "last free slot" cache (and from a per-gap cache for nodes with two or more
 children), so ``(base, check, values)`` are identical to the reference's.
 
 ``transition``, ``longest_prefix`` and ``lookup`` are ``@njit`` helpers other kernels (the JIT BPE encoders)
@@ -209,7 +209,7 @@ def _pack(parent, label, degree, node_token, ids, packing_order):
     node_base = np.zeros(n_nodes, dtype=np.int64)
     claimed = np.zeros((n_nodes + 256) // 64 + 2, dtype=np.uint64)  # bit i: slot i is taken
     claimed[0] = 1  # the root's slot
-    first_free = 1  # every slot below it is taken (the seed's "last free slot" cache)
+    first_free = 1  # every slot below it is taken (the "last free slot" cache)
     pair_start = np.zeros(256, dtype=np.int64)
     end = 1
     for node in packing_order:

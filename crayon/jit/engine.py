@@ -6,19 +6,7 @@ machine of ``crayon.jit.pretokenize``, looks the span up in the thread's piece c
 with the span encoder. Any other tokenizer is split by its own (reference) pre-tokenizer and only the span
 encoding runs in the kernel. Both are exact; the second is bounded by the Python pre-tokenizer's speed.
 
-Before a span reaches an encoder: a one-byte span is its byte's token; a span of 2 to 16 bytes is looked up in
-the thread's piece cache, then in the table of the vocabulary's short tokens (a span that is a token is that token);
-only then is it encoded, and cached. Both lookups are prefetched ``PREFETCH_DISTANCE`` spans ahead: on text seen
-for the first time they are mostly cache misses (first sight +6-15% on enwik8 and multilingual, -3 to -7% on
-Python code).
-
-Span encoders (``ENCODERS``), identical tokens: ``backtrack`` (``crayon.jit.backtrack``, the default), ``heap``
-and ``merge_loop`` (``crayon.jit.bpe``). The heap encoder hands spans of up to ``SHORT_SPAN`` bytes to the merge
-loop, and so does the backtracking encoder for such a span that ends in an ASCII byte: on those (English words,
-markup, code) the merge loop was measured 20% faster first sight (no validity memo to fill), while backtracking
-is faster on non-ASCII text (multilingual.txt: 1.6x the heap encoder; its spans are long and rarely repeat) and
-O(n) on a long span. The engine uses the heap encoder, with a note in ``backtrack_violation``, for a vocabulary
-where backtracking is not exact.
+The kernels and the span encoders they choose between are in ``crayon.jit.kernels``.
 
 ``encode_docs_kernel`` and ``encode_spans_kernel`` run from the ahead-of-time compiled extension of
 ``crayon.jit.aot`` where it can be built (``JitEngine.kernels``), else as numba dispatchers: the same functions.
@@ -27,7 +15,6 @@ where backtracking is not exact.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -35,189 +22,23 @@ from typing import Sequence
 
 import numpy as np
 
-from crayon.errors import BackendUnavailableError, CartridgeError, UnknownTokenError, UnsupportedComponentError
+from crayon.errors import BackendUnavailableError, CartridgeError, UnsupportedComponentError
 from crayon.jit import aot
-from crayon.jit.backtrack import (
-    BACKTRACK_TABLE_NAMES,
-    SPLIT_LEFT,
-    backtrack_span,
-    backtracking_violation,
-    check_backtrack_tables,
-    interleave_dat,
-    new_validity_memo,
-    prefix_states,
-    whole_span_tokens,
-)
-from crayon.jit.bpe import (
-    BPE_TABLE_NAMES,
-    UNKNOWN_BYTE,
-    build_bpe_tables,
-    check_bpe_tables,
-    heap_merge,
-    merge_loop,
-    vocab_lookup,
-    write_byte_tokens,
-)
-from crayon.jit.cache import (
-    cache_lookup,
-    cache_store,
-    new_piece_cache,
-    piece_key,
-    piece_row,
-    prefetch_piece,
-    short_token_lookup,
-)
-from crayon.jit.lazy import njit
-from crayon.jit.pretokenize import PATTERN_IDS, classify_characters, fill_span_ends, jit_pattern_of, unicode_tables
-from crayon.reference.cache import DEFAULT_BUCKETS, MAX_PIECE_BYTES, MAX_PIECE_TOKENS
+from crayon.jit import kernels as jit_kernels
+from crayon.jit.backtrack import backtracking_violation, check_backtrack_tables, new_validity_memo
+from crayon.jit.cache import new_piece_cache
+from crayon.jit.kernels import ENCODERS, SPAN_BATCH
+from crayon.jit.pretokenize import PATTERN_IDS, jit_pattern_of, unicode_tables
+from crayon.jit.status import NEED_SCRATCH, raise_for_status
+from crayon.jit.tables import build_bpe_tables, check_bpe_tables, kernel_tables
+from crayon.reference.cache import DEFAULT_BUCKETS
+from crayon.reference.engine import flat_from_arrays
 
-MERGE_LOOP, HEAP, BACKTRACK = 0, 1, 2
-ENCODERS = {"merge_loop": MERGE_LOOP, "heap": HEAP, "backtrack": BACKTRACK}
+__all__ = ["JitEngine", "make_engine", "tables_for", "DEFAULT_ENCODER", "KERNEL_CHOICES"]
+
 DEFAULT_ENCODER = "backtrack"
-SHORT_SPAN = 16
 MEMO_SLOTS = 1 << 18
-SPAN_BATCH = 256  # span ends found per call of the pre-tokenizer
-PREFETCH_DISTANCE = 3  # prefetch the lookups of the span this far ahead (of 1, 2 and 3, 3 measured best)
-NO_PROGRESS = -3  # the pre-tokenizer returned a span that is empty or past the text
-NEED_SCRATCH = -4  # a span is longer than the scratch buffers: grow them and resume
-TABLE_NAMES = BPE_TABLE_NAMES + BACKTRACK_TABLE_NAMES
 KERNEL_CHOICES = ("auto", "aot", "numba")
-
-
-@njit(cache=True, _nrt=False)
-def encode_span_into(data, start, end, out, n, bpe, encoder, scratch, alive, memo):
-    """Encode the span data[start:end] into out[n:]; returns the new n or a negative status.
-
-    ``bpe`` is ``JitEngine.kernel_tables``.
-    ``scratch`` (int64) and ``alive`` (uint8) hold at least 5 * (end - start) and end - start + 1 entries.
-    """
-    byte_tokens, pair_table, token_offsets, token_bytes, vocab_index, whole_spans, token_rows, dat_rows, _, starts = bpe
-    length = end - start
-    if whole_spans[0] and length > 1:
-        whole = vocab_lookup(vocab_index, token_offsets, token_bytes, data, start, end)
-        if whole >= 0:
-            out[n] = whole
-            return n + 1
-    if encoder == BACKTRACK and (length > SHORT_SPAN or data[end - 1] >= 0x80):  # else merge loop (module doc)
-        return backtrack_span(data, start, end, out, n, (pair_table, token_rows, dat_rows, starts), alive, memo)
-    if not write_byte_tokens(byte_tokens, data, start, end, out, n):
-        return UNKNOWN_BYTE
-    if encoder == HEAP and length > SHORT_SPAN:
-        return n + heap_merge(out, n, length, pair_table, scratch)
-    count, _, _, _ = merge_loop(out, n, length, pair_table, scratch)
-    return n + count
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def encode_piece(data, start, end, out, n, bpe, encoder, cache, scratch, alive, memo):
-    """``encode_span_into`` through the piece cache (inlined: a cache hit makes no call)."""
-    length = end - start
-    if length == 1:
-        token = bpe[0][data[start]]
-        if token < 0:
-            return UNKNOWN_BYTE
-        out[n] = token
-        return n + 1
-    if length > MAX_PIECE_BYTES:
-        return encode_span_into(data, start, end, out, n, bpe, encoder, scratch, alive, memo)
-    low, high = piece_key(data, start, end)
-    row = piece_row(low, high, length, cache.shape[0])
-    found = cache_lookup(cache, low, high, length, row, out, n)
-    if found >= 0:
-        return found
-    whole = short_token_lookup(bpe[8], low, high, length)
-    if whole >= 0:
-        out[n] = whole
-        cache_store(cache, low, high, length, row, out, n, 1)
-        return n + 1
-    written = encode_span_into(data, start, end, out, n, bpe, encoder, scratch, alive, memo)
-    if n < written <= n + MAX_PIECE_TOKENS:
-        cache_store(cache, low, high, length, row, out, n, written - n)
-    return written
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def encode_docs_kernel(data, doc_offsets, last_doc, pattern_id, char_tables, bpe, encoder, buffers, out, counts, resume):
-    """Encode the texts data[doc_offsets[d]:doc_offsets[d + 1]] for d in [resume[0], last_doc) into ``out``.
-
-    Spans come from the jit pre-tokenizer. ``buffers`` is ``(cache, memo, scratch, alive, classes, ends)``: the
-    thread's piece cache and validity memo, encoder scratch (``scratch_capacity``), character classes for the longest text, and
-    SPAN_BATCH span ends. ``resume`` is ``[doc, pos, n, n at the doc's start, 0, first doc]`` to start from; counts[d -
-    first doc] receives each text's number of tokens. Returns the total, or a negative status; on NEED_SCRATCH
-    ``resume`` says where to go on and resume[4] how long a span the scratch must hold. Allocation-free
-    (``_nrt=False``), so no reference counting slows the loop.
-    """
-    cache, memo, scratch, alive, classes, ends = buffers
-    first_doc = resume[5]
-    doc, pos, n, before = resume[0], resume[1], resume[2], resume[3]
-    while doc < last_doc:
-        text = data[doc_offsets[doc] : doc_offsets[doc + 1]]
-        classify_characters(text, 0, text.shape[0], char_tables, classes)
-        while pos < text.shape[0]:
-            found = fill_span_ends(classes, pos, text.shape[0], pattern_id, char_tables, ends)
-            for i in range(found):
-                if i + PREFETCH_DISTANCE < found:
-                    ahead = i + PREFETCH_DISTANCE
-                    prefetch_piece(cache, bpe[8], text, ends[ahead - 1], ends[ahead])
-                end = ends[i]
-                if end <= pos or end > text.shape[0]:
-                    return NO_PROGRESS
-                if end - pos >= alive.shape[0]:
-                    resume[0], resume[1], resume[2], resume[3], resume[4] = doc, pos, n, before, end - pos
-                    return NEED_SCRATCH
-                n = encode_piece(text, pos, end, out, n, bpe, encoder, cache, scratch, alive, memo)
-                if n < 0:
-                    return n
-                pos = end
-        counts[doc - first_doc] = n - before
-        doc += 1
-        pos = 0
-        before = n
-    return n
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def encode_spans_kernel(data, span_ends, bpe, encoder, cache, memo, scratch, alive, out):
-    """Encode the spans data[span_ends[i - 1]:span_ends[i]] (from 0) into ``out``; the count or a negative status.
-
-    ``scratch`` and ``alive`` must hold the longest span (``scratch_capacity``).
-    """
-    n = 0
-    pos = 0
-    for i, end in enumerate(span_ends):
-        if i + PREFETCH_DISTANCE < span_ends.shape[0]:
-            ahead = i + PREFETCH_DISTANCE
-            prefetch_piece(cache, bpe[8], data, span_ends[ahead - 1], span_ends[ahead])
-        if end < pos or end > data.shape[0] or end - pos >= alive.shape[0]:
-            return NO_PROGRESS
-        n = encode_piece(data, pos, end, out, n, bpe, encoder, cache, scratch, alive, memo)
-        if n < 0:
-            return n
-        pos = end
-    return n
-
-
-def kernel_tables(tables: dict[str, np.ndarray]) -> tuple:
-    """The tuple the kernels take: (byte_tokens, pair_table, token_offsets, token_bytes, vocab_index, whole_spans,
-    token_rows, dat_rows, short_tokens, prefix_states(dat_rows)).
-
-    A span that is a reachable token encodes to that token anyway, so ``whole_spans[0]`` (look whole spans up in
-    ``vocab_index``) is set only where the model has the whole-span lookup and some token is unreachable; spans of
-    up to 16 bytes are looked up in ``short_tokens``, which holds the tokens the lookup may return.
-    """
-    reachable = tables["token_rows"][:, SPLIT_LEFT] >= 0
-    whole_spans = np.array([bool((whole_span_tokens(tables) & ~reachable).any())], np.int64)
-    dat_rows = interleave_dat(tables["dat_base"], tables["dat_check"], tables["dat_values"])
-    arrays = tuple(tables[name] for name in BPE_TABLE_NAMES[:5]) + (
-        whole_spans, tables["token_rows"], dat_rows, tables["short_tokens"], prefix_states(dat_rows))
-    return tuple(_read_only(array) for array in arrays)
-
-
-def _read_only(array: np.ndarray) -> np.ndarray:
-    """A read-only view: tables built here and tables mapped from a cartridge then share one compiled kernel."""
-    view = np.ascontiguousarray(array).view()
-    view.flags.writeable = False
-    return view
 
 
 def scratch_capacity(scratch: np.ndarray, alive: np.ndarray) -> int:
@@ -236,19 +57,11 @@ def tables_for(model) -> dict[str, np.ndarray]:
     return tables
 
 
-def _raise_status(status: int, data: np.ndarray, tables: dict[str, np.ndarray]) -> None:
-    if status == NO_PROGRESS:
-        raise RuntimeError("the jit pre-tokenizer returned an empty span (a stale numba cache? clear __pycache__)")
-    missing = [int(byte) for byte in np.unique(data) if tables["byte_tokens"][byte] < 0]
-    if status == UNKNOWN_BYTE and missing:
-        raise UnknownTokenError(f"byte {bytes(missing[:1])!r} has no token in this vocabulary")
-    raise CartridgeError("the BPE tables are corrupt: a kernel found an index outside its arrays")
-
-
 class JitEngine:
     """Encodes ordinary text with Numba kernels; see the module docstring."""
 
     name = "jit"
+    capabilities = frozenset({"threads", "compiled"})
 
     def __init__(self, tokenizer, *, encoder: str | None = None, tables: dict[str, np.ndarray] | None = None,
                  cache_buckets: int = DEFAULT_BUCKETS, memo_slots: int = MEMO_SLOTS, kernels: str = "auto"):
@@ -281,8 +94,8 @@ class JitEngine:
     @property
     def kernels(self):
         """The module whose ``encode_docs_kernel`` and ``encode_spans_kernel`` run, chosen at the first encode:
-        the ahead-of-time compiled extension of ``crayon.jit.aot`` (``kernels="auto"`` or ``"aot"``), else this
-        module, whose kernels are numba dispatchers (``"numba"``, or where the extension cannot be built)."""
+        the ahead-of-time compiled extension of ``crayon.jit.aot`` (``kernels="auto"`` or ``"aot"``), else
+        ``crayon.jit.kernels``, whose kernels are numba dispatchers (``"numba"``, or where the extension cannot be built)."""
         if self._kernels is None:
             compiled = None if self._kernel_choice == "numba" else aot.load_kernels()
             if compiled is None and self._kernel_choice == "aot":
@@ -291,13 +104,13 @@ class JitEngine:
             if compiled is not None and (aot.argument_spec(self.kernel_tables) != aot.BPE_TABLES or (
                     self._char_tables is not None and aot.argument_spec(self._char_tables) != aot.CHAR_TABLES)):
                 raise CartridgeError("the BPE tables do not have the types the compiled kernels take")
-            self._kernels = compiled or sys.modules[__name__]
+            self._kernels = compiled or jit_kernels
         return self._kernels
 
     @property
     def kernels_kind(self) -> str:
         """"aot" (the compiled extension) or "numba" (the dispatchers): which kernels ``kernels`` is."""
-        return "numba" if self.kernels is sys.modules[__name__] else "aot"
+        return "numba" if self.kernels is jit_kernels else "aot"
 
     def _buffers(self, longest_span: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """This thread's (piece cache, validity memo, scratch, alive), the scratch grown to hold ``longest_span``."""
@@ -331,7 +144,7 @@ class JitEngine:
                 break
             needed = int(resume[4])
         if status < 0:
-            _raise_status(status, data, self.tables)
+            raise_for_status(status, data, self.tables["byte_tokens"])
         return out[:status], counts
 
     def _split(self, text: str) -> list[bytes]:
@@ -347,7 +160,7 @@ class JitEngine:
         status = self.kernels.encode_spans_kernel(data, ends, self.kernel_tables, self._encoder_id,
                                                   *self._buffers(int(np.diff(ends, prepend=0).max(initial=0))), out)
         if status < 0:
-            _raise_status(status, data, self.tables)
+            raise_for_status(status, data, self.tables["byte_tokens"])
         return out[:status]
 
     def encode_ordinary_array(self, text: str) -> np.ndarray:
@@ -373,10 +186,7 @@ class JitEngine:
     def encode_ordinary_flat(self, texts: Sequence[str], num_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """All texts' tokens in one uint32 array and int64 offsets: text i is tokens[offsets[i]:offsets[i + 1]]."""
         if self.pattern_id is None:
-            arrays = [self.encode_ordinary_array(text) for text in texts]
-            offsets = np.zeros(len(arrays) + 1, np.int64)
-            np.cumsum(np.fromiter(map(len, arrays), np.int64, len(arrays)), out=offsets[1:])
-            return (np.concatenate(arrays) if arrays else np.empty(0, np.uint32)), offsets
+            return flat_from_arrays([self.encode_ordinary_array(text) for text in texts])
         encoded = [text.encode("utf-8") for text in texts]
         data = np.frombuffer(b"".join(encoded), np.uint8)
         doc_offsets = np.zeros(len(encoded) + 1, np.int64)

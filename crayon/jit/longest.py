@@ -5,7 +5,7 @@ is the jit engine of a longest-match ``Tokenizer`` (its ``model`` a ``LongestMat
 the DAT arrays only at indices it has checked (``0 <= t < min(len(base), len(check), len(values))``), so a
 corrupt or hostile DAT gives wrong ids, never a crash.
 
-ASCII fast path (the Numba counterpart of the seed's AVX2 check), off by default: when the 8 bytes at the walk's
+ASCII fast path (an 8-bytes-at-a-time ASCII check, as SIMD code does it), off by default: when the 8 bytes at the walk's
 start are all ASCII and inside the span, the first 8 steps of the walk skip the per-byte span-end test.
 Byte-level matching needs no UTF-8 boundary logic, so that test is all it can skip, and measured it costs more
 than it saves (``bench/longest.py`` prints both; the ids are the same either way).
@@ -22,6 +22,7 @@ import numpy as np
 from crayon.jit.dat import check_dat_arrays
 from crayon.jit.lazy import njit
 from crayon.jit.pretokenize import jit_pattern_of, span_ends
+from crayon.reference.engine import flat_from_arrays
 
 
 class LongestMatchEngine:
@@ -29,6 +30,7 @@ class LongestMatchEngine:
     then ``encode_spans`` over the whole text."""
 
     name = "jit"
+    capabilities = frozenset({"threads", "compiled"})
 
     def __init__(self, tokenizer):
         model = tokenizer.model
@@ -40,7 +42,7 @@ class LongestMatchEngine:
         self._pattern_name = jit_pattern_of(tokenizer)
 
     def encode_ordinary_array(self, text: str) -> np.ndarray:
-        """Ids of ordinary text (no special tokens) as an int32 array."""
+        """Ids of ordinary text (no special tokens) as a uint32 array."""
         if self._pattern_name is not None:
             data = text.encode("utf-8")
             ends = span_ends(data, self._pattern_name)
@@ -50,7 +52,7 @@ class LongestMatchEngine:
             spans = [span.encode("utf-8") for span in self._pretokenizer(text)]
             data = b"".join(spans)
             ends = np.cumsum(np.fromiter(map(len, spans), np.int64, len(spans)))
-        return encode_spans(np.frombuffer(data, np.uint8), ends, *self._dat, self._fallback)
+        return encode_spans(np.frombuffer(data, np.uint8), ends, *self._dat, self._fallback).view(np.uint32)
 
     def encode_ordinary(self, text: str) -> list[int]:
         return self.encode_ordinary_array(text).tolist()
@@ -64,6 +66,10 @@ class LongestMatchEngine:
             return [self.encode_ordinary(text) for text in texts]
         with ThreadPoolExecutor(min(threads, len(texts))) as pool:  # the kernel releases the GIL
             return list(pool.map(self.encode_ordinary, texts))
+
+    def encode_ordinary_flat(self, texts: Sequence[str], num_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """All texts' ids in one uint32 array and int64 offsets: text i is tokens[offsets[i]:offsets[i + 1]]."""
+        return flat_from_arrays([np.array(ids, np.uint32) for ids in self.encode_ordinary_batch(texts, num_threads)])
 
 
 def encode_spans(

@@ -1,4 +1,4 @@
-"""Greedy longest match over a double-array trie (the seed's CPU engine). Not BPE: it gives different tokens.
+"""Greedy longest match over a double-array trie, as Crayon's C++ original encodes. Not BPE: it gives other tokens.
 
 Within each span, from the current position, walk the DAT as far as the bytes allow and emit the longest token
 seen on the way; move past it and repeat. Matches never cross a span boundary.

@@ -61,7 +61,7 @@ class PatternSpanner:
 
 
 class WholeText:
-    """The pre-tokenizer of a vocabulary without a pattern (the seed's v2 cartridges): the text is one span."""
+    """The pre-tokenizer of a vocabulary without a pattern (Crayon v2 ``.dat`` files): the text is one span."""
 
     def __call__(self, text: str) -> list[str]:
         return [text] if text else []

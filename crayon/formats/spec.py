@@ -1,0 +1,26 @@
+"""What a tokenizer file describes, as plain data: the readers of ``crayon.formats`` return a ``TokenizerSpec``
+and the writers take one; ``crayon.Tokenizer.from_spec`` builds the tokenizer (the formats never import it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from crayon.reference.bpe import BytePairModel
+
+__all__ = ["TokenizerSpec"]
+
+
+@dataclass
+class TokenizerSpec:
+    """A tokenizer's parts: the model (vocabulary and merges), its pre-tokenization (a ``pattern`` regex, or a
+    ``pretokenizer`` that splits text into spans), an optional ``normalizer``, and the special tokens (tiktoken's
+    allow/disallow contract) and added tokens (always matched) with their ids."""
+
+    name: str
+    model: BytePairModel
+    pattern: str | None = None
+    special_tokens: dict[str, int] = field(default_factory=dict)
+    added_tokens: dict[str, int] = field(default_factory=dict)
+    normalizer: Callable[[str], str] | None = None
+    pretokenizer: Callable[[str], list[str]] | None = None
