@@ -18,11 +18,11 @@ import numpy as np
 
 from crayon.cartridge import open_cartridge, read_seed_v2
 from crayon.errors import CartridgeError
+from crayon.formats.tiktoken_io import load_tiktoken_bpe
 from crayon.patterns import PATTERNS
-from crayon.profiles import OPENAI_ENCODINGS, cache_dirs, find_vocabulary_file, profile_dirs
+from crayon.profiles import OPENAI_ENCODINGS, VOCABULARY_SHA256, cache_dirs, find_vocabulary_file, profile_dirs
 from crayon.reference.bpe import BytePairModel
 from crayon.reference.pretokenize import WholeText
-from crayon.formats.tiktoken_io import load_tiktoken_bpe
 from crayon.saving import CARTRIDGE_SECTION, save_cartridge
 from crayon.tokenizer import Tokenizer
 
@@ -42,9 +42,10 @@ def load(
 ) -> Tokenizer:
     """Load a tokenizer.
 
-    ``source``: a built-in name ("cl100k_base", "o200k_base", "r50k_base" where its file is installed, or a
-    profile from ``crayon.list_profiles()``), a cartridge (``.crayon``), a ``.tiktoken`` file (give ``pattern``:
-    a name such as "cl100k_base" or a regex, and ``special_tokens``), an HF ``tokenizer.json``, or a Crayon
+    ``source``: a built-in name (an OpenAI encoding: "gpt2", "r50k_base", "p50k_base", "p50k_edit",
+    "cl100k_base", "o200k_base"; or a profile from ``crayon.list_profiles()`` such as "lite"), a cartridge
+    (``.crayon``), a ``.tiktoken`` file (give ``pattern``: a name such as "cl100k_base" or a regex, and
+    ``special_tokens``), an HF ``tokenizer.json``, or a Crayon
     v2 ``.dat`` (with its ``.json`` beside it; a longest-match tokenizer).
     ``backend``: "reference", "jit", "cuda" or "auto". ``algorithm``: "bpe" (exact) or "longest" (greedy
     longest match over the vocabulary: fast, lossless, but not the tokens BPE gives). ``verify=True`` checks a
@@ -84,6 +85,11 @@ def load(
     return tokenizer if algorithm == "bpe" else as_longest_match(tokenizer, backend)
 
 
+def openai_ranks(name: str) -> dict[bytes, int]:
+    """The mergeable ranks of an OpenAI encoding, read from its shipped file and checked against its sha256."""
+    return load_tiktoken_bpe(find_vocabulary_file(name), VOCABULARY_SHA256[OPENAI_ENCODINGS[name].vocabulary])
+
+
 def list_profiles() -> dict[str, str]:
     """Built-in profile names and where each comes from (a cartridge, or a vocabulary file compiled on first use)."""
     found: dict[str, str] = {}
@@ -92,10 +98,7 @@ def list_profiles() -> dict[str, str]:
             found.setdefault(cartridge.stem, str(cartridge))
     for name in OPENAI_ENCODINGS:
         if name not in found:
-            try:
-                found[name] = f"{find_vocabulary_file(name)} (compiled to a cartridge on first use)"
-            except FileNotFoundError:
-                pass
+            found[name] = f"{find_vocabulary_file(name)} (compiled to a cartridge on first use)"
     return found
 
 
@@ -106,7 +109,7 @@ def _load_profile(name, *, backend, algorithm, verify, pattern, special_tokens) 
         encoding = OPENAI_ENCODINGS[name]
         tokenizer = Tokenizer(
             name,
-            BytePairModel(load_tiktoken_bpe(find_vocabulary_file(name))),
+            BytePairModel(openai_ranks(name)),
             pattern=pattern or encoding.pattern,
             special_tokens=encoding.special_tokens if special_tokens is None else special_tokens,
             backend=backend if algorithm == "bpe" else "reference",

@@ -22,6 +22,7 @@ O200K_BASE = "|".join(
 PATTERNS = {
     "r50k_base": R50K_BASE,
     "p50k_base": R50K_BASE,
+    "p50k_edit": R50K_BASE,
     "gpt2": R50K_BASE,
     "cl100k_base": CL100K_BASE,
     "o200k_base": O200K_BASE,
