@@ -43,9 +43,13 @@ def train(
     ``model="bpe"`` returns a byte-level BPE :class:`Tokenizer` (special tokens get the last ids);
     ``"char"`` / ``"word"`` return a :class:`crayon.CharTokenizer` / :class:`crayon.WordTokenizer`.
     ``backend``: "jit" / "auto" (the Numba trainer, both cores) or "reference" (pure Python, same merges).
+    ``min_frequency``: the least count of a kept character or word (``"char"`` / ``"word"``); BPE refuses it.
     """
     if model not in MODELS:
         raise ValueError(f"unknown model {model!r}; choose one of {', '.join(MODELS)}")
+    if model == "bpe" and min_frequency != 1:
+        raise ValueError("min_frequency is for model='char' and 'word': BPE training merges the most frequent pair "
+                         "until vocab_size is reached; choose a smaller vocab_size instead")
     if model != "bpe":
         from crayon.lookup.char import CharTokenizer
         from crayon.lookup.word import WordTokenizer

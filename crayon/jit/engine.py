@@ -27,6 +27,7 @@ from crayon.jit import aot
 from crayon.jit import kernels as jit_kernels
 from crayon.jit.backtrack import backtracking_violation, check_backtrack_tables, new_validity_memo
 from crayon.jit.cache import new_piece_cache
+from crayon.jit.cores import available_cores
 from crayon.jit.kernels import ENCODERS, SPAN_BATCH
 from crayon.jit.pretokenize import PATTERN_IDS, jit_pattern_of, unicode_tables
 from crayon.jit.status import NEED_SCRATCH, raise_for_status
@@ -211,7 +212,7 @@ class JitEngine:
 
 
 def _threads(num_threads: int | None, n_texts: int) -> int:
-    wanted = (os.cpu_count() or 1) if num_threads is None else num_threads
+    wanted = available_cores() if num_threads is None else num_threads
     if wanted < 1:
         raise ValueError(f"num_threads must be at least 1, not {num_threads}")
     return max(1, min(wanted, n_texts))

@@ -23,6 +23,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 import regex
 
+from crayon.jit.cores import available_cores
 from crayon.jit.lazy import njit
 from crayon.jit.pretokenize import PATTERN_IDS, split_spans
 from crayon.patterns import pattern_name, resolve_pattern
@@ -82,11 +83,6 @@ def train_bpe_jit(
 
 
 # ----------------------------------------------------------------------------------------------- word counts
-
-
-def available_cores() -> int:
-    """The number of cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def count_words_jit(
