@@ -1,4 +1,4 @@
-"""Crayon: exact, fast byte-level BPE tokenizers with tiktoken's API."""
+"""Crayon: exact, fast byte-level BPE tokenizers with tiktoken's API (``pip install crayon-tokenizer``)."""
 
 from crayon.errors import (
     BackendUnavailableError,
@@ -11,12 +11,17 @@ from crayon.errors import (
 from crayon.loading import list_profiles, load
 from crayon.lookup.char import CharTokenizer
 from crayon.lookup.word import WordTokenizer
+from crayon.tiktoken_compat import encoding_for_model, encoding_name_for_model, get_encoding, list_encoding_names
 from crayon.tokenizer import Tokenizer
 from crayon.training import train
 
 __all__ = [
     "load",
     "list_profiles",
+    "get_encoding",
+    "encoding_for_model",
+    "encoding_name_for_model",
+    "list_encoding_names",
     "train",
     "Tokenizer",
     "CharTokenizer",
@@ -28,4 +33,4 @@ __all__ = [
     "UnknownTokenError",
     "UnsupportedComponentError",
 ]
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it)

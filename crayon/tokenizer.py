@@ -294,3 +294,86 @@ class Tokenizer:
         else:
             raise ValueError(f"unknown export format {format!r}; choose 'tiktoken' or 'hf'")
 
+
+    # tiktoken's remaining methods and HF habits ---------------------------------------------------------------
+
+    @property
+    def max_token_value(self) -> int:
+        """The largest token id, ordinary or special (``n_vocab - 1``)."""
+        return self.n_vocab - 1
+
+    def __len__(self) -> int:
+        """The number of ids, ``n_vocab`` (HF's ``len(tokenizer)``)."""
+        return self.n_vocab
+
+    def is_special_token(self, token: int) -> bool:
+        """Whether ``token`` is the id of a special token."""
+        if not isinstance(token, int):
+            raise TypeError(f"a token id is an int, not {type(token).__name__}")
+        return token in self._special_tokens.values()
+
+    def encode_single_token(self, text_or_bytes: str | bytes) -> int:
+        """The id of the token spelled ``text_or_bytes`` (special tokens included); ``KeyError`` if none is."""
+        if isinstance(text_or_bytes, str):
+            if text_or_bytes in self._special_tokens:
+                return self._special_tokens[text_or_bytes]
+            text_or_bytes = text_or_bytes.encode("utf-8")
+        elif not isinstance(text_or_bytes, (bytes, bytearray)):
+            raise TypeError(f"encode_single_token takes str or bytes, not {type(text_or_bytes).__name__}")
+        token = self.model.ranks.get(bytes(text_or_bytes))
+        if token is None:
+            token = next((i for i, spelled in self._special_bytes.items() if spelled == text_or_bytes), None)
+        if token is None:
+            raise KeyError(text_or_bytes)
+        return token
+
+    def decode_batch(self, batch: Sequence[Sequence[int]], *, errors: str = "replace",
+                     num_threads: int | None = None) -> list[str]:
+        """``decode`` of each token list (``num_threads`` is accepted for tiktoken's signature; decoding is a
+        lookup and runs in this thread)."""
+        return [self.decode(tokens, errors=errors) for tokens in batch]
+
+    def decode_bytes_batch(self, batch: Sequence[Sequence[int]], *, num_threads: int | None = None) -> list[bytes]:
+        """``decode_bytes`` of each token list."""
+        return [self.decode_bytes(tokens) for tokens in batch]
+
+    def decode_with_offsets(self, tokens: Sequence[int]) -> tuple[str, list[int]]:
+        """The text and, for each token, the index of the first character holding any of its bytes (a token that
+        starts inside a character belongs to that character). Bytes that are not UTF-8 raise
+        ``UnicodeDecodeError``, as in tiktoken."""
+        pieces = self.decode_tokens_bytes(tokens)
+        offsets, characters = [], 0
+        for piece in pieces:
+            continues_a_character = bool(piece) and 0x80 <= piece[0] < 0xC0
+            offsets.append(max(0, characters - continues_a_character))
+            characters += sum(not 0x80 <= byte < 0xC0 for byte in piece)
+        return b"".join(pieces).decode("utf-8", errors="strict"), offsets
+
+    def token_byte_values(self) -> list[bytes]:
+        """The bytes of every ordinary (mergeable) token, sorted."""
+        return sorted(self.model.ranks)
+
+    def get_vocab(self) -> dict[str, int]:
+        """HF's vocabulary: each ordinary token spelled in the byte-level alphabet (``Ġ`` for a space ...), and the
+        special and added tokens as their text."""
+        from crayon.formats.hf_pretokenize import to_byte_chars
+
+        vocab = {to_byte_chars(token): token_id for token, token_id in self.model.ranks.items()}
+        return {**vocab, **self.added_tokens, **self._special_tokens}
+
+    def token_to_id(self, token: str) -> int | None:
+        """HF's lookup: the id of a token spelled as ``get_vocab`` spells it, or None."""
+        from crayon.formats.hf_pretokenize import from_byte_chars, is_byte_chars
+
+        if token in self._special_tokens or token in self.added_tokens:
+            return self._special_tokens.get(token, self.added_tokens.get(token))
+        return self.model.ranks.get(from_byte_chars(token)) if is_byte_chars(token) else None
+
+    def id_to_token(self, token: int) -> str | None:
+        """HF's reverse lookup: the token of ``token`` as ``get_vocab`` spells it, or None."""
+        from crayon.formats.hf_pretokenize import to_byte_chars
+
+        if token in self._special_bytes:
+            return self._special_bytes[token].decode("utf-8")
+        found = self._ordinary_token_bytes(token)
+        return None if found is None else to_byte_chars(found)
