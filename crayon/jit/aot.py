@@ -255,9 +255,10 @@ def _import(name: str, path: Path):
     return module
 
 
-def build_kernels(name: str, path: Path) -> None:
+def build_kernels(name: str, path: Path, target_cpu: str | None = None) -> None:
     """Compile the kernels with pycc into the extension ``path`` and record its sha256 beside it (each written to a
-    temporary file, then renamed, so a concurrent process never loads half a file)."""
+    temporary file, then renamed, so a concurrent process never loads half a file). ``target_cpu``: an LLVM CPU
+    name ("x86-64" for any x86-64, as a portable build would use); default the host's."""
     import llvmlite.binding as llvm
     from numba import types
     from numba.core.compiler import Flags
@@ -283,7 +284,7 @@ def build_kernels(name: str, path: Path) -> None:
     with tempfile.TemporaryDirectory(dir=path.parent) as building:
         compiler = CC(name, source_module=kernels)
         compiler.output_dir = building
-        compiler.target_cpu = llvm.get_host_cpu_name()
+        compiler.target_cpu = target_cpu or llvm.get_host_cpu_name()
         compiler.use_nrt = False  # the kernels allocate nothing
         for kernel, signature in SIGNATURES.items():
             compiler.export(kernel, types.int64(*(_numba_type(spec) for spec in signature)))(
