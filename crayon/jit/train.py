@@ -30,8 +30,11 @@ from crayon.patterns import pattern_name, resolve_pattern
 from crayon.reference.pretokenize import split_specials
 from crayon.reference.train import (
     N_BYTES,
+    Extension,
+    Splitter,
     TrainResult,
     Vocabulary,
+    check_extension,
     check_settings,
     count_spans,
     words_of_spans,
@@ -82,12 +85,65 @@ def train_bpe_jit(
     return vocab.result([(int(left), int(right)) for left, right in merges], specials, pattern)
 
 
+def extend_bpe_jit(
+    texts_or_files: str | os.PathLike | Iterable[str | os.PathLike],
+    tokenizer,
+    n_new_tokens: int,
+    *,
+    first_id: int,
+    pattern: str | Splitter,
+    special_tokens: Sequence[str] = (),
+    progress: bool = False,
+    workers: int | None = None,
+) -> Extension:
+    """Continue BPE training from ``tokenizer``'s vocabulary; the same result as
+    ``crayon.reference.train.extend_bpe`` on the same texts (its docstring has the rules).
+
+    The words are counted as in ``train_bpe_jit``, encoded by the tokenizer's jit engine, and merged on from
+    those tokens by the training kernel started from the existing vocabulary."""
+    model = tokenizer.model
+    check_extension(model, n_new_tokens, first_id)
+    word_bytes, word_lengths, word_counts = count_words_jit(
+        texts_or_files, pattern, special_tokens, workers=workers or available_cores(), progress=progress
+    )
+    from crayon.jit.engine import make_engine
+
+    engine = make_engine(tokenizer)
+    tokens, token_lengths = _segment_words(engine, word_bytes, word_lengths)
+    several = token_lengths > 1  # a word of one token has no pair to merge
+    keep = np.repeat(several, token_lengths)
+    offsets = engine.tables["token_offsets"]  # ids past the last token up to first_id: no bytes, never merged
+    offsets = np.concatenate((offsets, np.full(first_id + 1 - len(offsets), offsets[-1], np.int64)))
+    merges = _run_merges(
+        (tokens[keep], token_lengths[several], word_counts[several]),
+        first_id + n_new_tokens,
+        progress,
+        (engine.tables["token_bytes"], offsets),
+    )
+    vocab = Vocabulary(model.token_bytes, next_id=first_id)
+    pairs = [(int(left), int(right)) for left, right in merges]
+    for left, right in pairs:
+        vocab.merge(left, right)
+    return Extension([(vocab.token_bytes[left], vocab.token_bytes[right]) for left, right in pairs], vocab.ranks, first_id)
+
+
+def _segment_words(engine, word_bytes: np.ndarray, word_lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the words' token ids end to end, each word's number of tokens) under the jit ``engine``."""
+    ends = np.cumsum(word_lengths)
+    blob = word_bytes.tobytes()
+    spans = [blob[start:end] for start, end in zip((ends - word_lengths).tolist(), ends.tolist())]
+    tokens = engine.encode_spans(spans).astype(np.int64)
+    token_ends = np.cumsum(np.diff(engine.tables["token_offsets"])[tokens])  # tokens never cross words
+    last_token = np.searchsorted(token_ends, ends)
+    return tokens, np.diff(last_token + 1, prepend=0)
+
+
 # ----------------------------------------------------------------------------------------------- word counts
 
 
 def count_words_jit(
     texts_or_files: str | os.PathLike | Iterable[str | os.PathLike],
-    pattern: str,
+    pattern: str | Splitter,
     special_tokens: Sequence[str],
     *,
     workers: int,
@@ -109,7 +165,7 @@ def count_words_jit(
                 bar.update(len(chunk))
 
     chunks = counted(iter_chunks(texts_or_files, pattern, special_tokens, chunk_size))
-    name = pattern_name(resolve_pattern(pattern))
+    name = pattern_name(resolve_pattern(pattern)) if isinstance(pattern, str) else None
     if name is None:
         span_counts: collections.Counter[str] = collections.Counter()
         for chunk in chunks:
@@ -172,7 +228,7 @@ def _utf8(text: str) -> bytes:
 
 def iter_chunks(
     texts_or_files: str | os.PathLike | Iterable[str | os.PathLike],
-    pattern: str,
+    pattern: str | Splitter,
     special_tokens: Sequence[str],
     chunk_size: int = CHUNK_SIZE,
 ) -> Iterator[str]:
@@ -180,7 +236,7 @@ def iter_chunks(
 
     Texts are sliced, files read, in pieces of ``chunk_size`` characters (bytes for files); a chunk ends at
     the last ``SAFE_CUT`` of a piece, so it is at most about two pieces long where cuts are frequent."""
-    cuttable = pattern_name(resolve_pattern(pattern)) is not None
+    cuttable = isinstance(pattern, str) and pattern_name(resolve_pattern(pattern)) is not None
     sources = [texts_or_files] if isinstance(texts_or_files, (str, os.PathLike)) else texts_or_files
     for source in sources:
         if isinstance(source, str):
@@ -371,22 +427,36 @@ def _bag_add_bag(word_bytes, words, table, sizes, other_bytes, other_words, othe
 # ---------------------------------------------------------------------------------------------------- merges
 
 
-def _run_merges(arrays: tuple[np.ndarray, np.ndarray, np.ndarray], n_tokens: int, progress: bool) -> np.ndarray:
-    """Run ``learn_merges``; with ``progress``, in a thread while a bar follows its token count."""
-    progress_cell = np.zeros(1, np.int64)
-    # One compiled version of the kernel: writable C-contiguous arrays, whoever made them.
-    symbols, word_lengths, word_weights = (np.require(array, requirements="CW") for array in arrays)
+def _run_merges(
+    arrays: tuple[np.ndarray, np.ndarray, np.ndarray],
+    n_tokens: int,
+    progress: bool,
+    vocabulary: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
+    """Run ``learn_merges`` on (the words' token ids or bytes end to end, their lengths, their counts) from
+    ``vocabulary`` (bytes end to end, offsets; default: the byte tokens) until the next id is ``n_tokens``;
+    with ``progress``, in a thread while a bar follows the new tokens."""
+    symbols, word_lengths, word_weights = arrays
     if symbols.size >= 2**31:  # positions are int32 in the kernel
-        raise ValueError(f"the distinct words hold {symbols.size} bytes; training supports fewer than 2**31")
+        raise ValueError(f"the distinct words hold {symbols.size} tokens; training supports fewer than 2**31")
+    vocab_bytes, vocab_offsets = byte_vocabulary() if vocabulary is None else vocabulary
+    # One compiled version of the kernel: writable C-contiguous arrays of fixed types, whoever made them.
+    token = symbols.astype(np.int64)  # the kernel's own copy, which it overwrites
+    word_lengths, word_weights = (np.require(array, np.int64, requirements="CW") for array in (word_lengths, word_weights))
+    vocab_bytes = np.require(vocab_bytes, np.uint8, requirements="CW")
+    vocab_offsets = np.require(vocab_offsets, np.int64, requirements="CW")
+    progress_cell = np.zeros(1, np.int64)
+    arguments = (token, word_lengths, word_weights, n_tokens, progress_cell, vocab_bytes, vocab_offsets)
     if not progress:
-        return learn_merges(symbols, word_lengths, word_weights, n_tokens, progress_cell)
-    bar = _progress_bar(True, "merging", total=n_tokens - N_BYTES, unit="token")
+        return learn_merges(*arguments)
+    first_new = len(vocab_offsets) - 1
+    bar = _progress_bar(True, "merging", total=max(n_tokens - first_new, 0), unit="token")
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        future = pool.submit(learn_merges, symbols, word_lengths, word_weights, n_tokens, progress_cell)
+        future = pool.submit(learn_merges, *arguments)
         while concurrent.futures.wait([future], timeout=0.2).not_done:
-            bar.update(int(progress_cell[0]) - N_BYTES - bar.n)
+            bar.update(int(progress_cell[0]) - first_new - bar.n)
         merges = future.result()
-    bar.update(int(progress_cell[0]) - N_BYTES - bar.n)
+    bar.update(int(progress_cell[0]) - first_new - bar.n)
     bar.close()
     return merges
 
@@ -552,25 +622,37 @@ def _is_concatenation(token_bytes, token_spans, candidate, left, right):
     )
 
 
+def byte_vocabulary() -> tuple[np.ndarray, np.ndarray]:
+    """The 256 single-byte tokens as (bytes end to end, offsets): the vocabulary training starts from."""
+    return np.arange(N_BYTES, dtype=np.uint8), np.arange(N_BYTES + 1, dtype=np.int64)
+
+
 @njit(cache=True)
-def _byte_tokens(max_tokens):
-    """Token storage holding the 256 single bytes: (bytes, (start, length) spans, hashes, hash table)."""
+def _token_store(vocab_bytes, vocab_offsets, max_tokens):
+    """Token storage holding the vocabulary ``vocab_bytes[vocab_offsets[i]:vocab_offsets[i + 1]]`` (ids with no
+    bytes are unused ids that no merge can make), with room for ``max_tokens`` ids:
+    (bytes, (start, length) spans, hashes, hash table)."""
+    n_initial = vocab_offsets.shape[0] - 1
+    max_tokens = max(max_tokens, n_initial)
     table_size = 1
     while table_size < 4 * max_tokens:
         table_size *= 2
     token_table = np.full(table_size, _EMPTY, np.int64)  # token ids by hash of their bytes, at most 1/4 full
     token_spans = np.zeros((max_tokens, 2), np.int64)
-    token_bytes = np.empty(4 * max_tokens, np.uint8)
+    token_bytes = np.empty(vocab_offsets[n_initial] + 4 * (max_tokens - n_initial) + 16, np.uint8)
     token_hashes = np.zeros(max_tokens, np.uint64)
-    for byte in range(N_BYTES):
-        token_bytes[byte] = byte
-        token_spans[byte, 0] = byte
-        token_spans[byte, 1] = 1
-        token_hashes[byte] = _fnv1a(token_bytes, byte, 1, _FNV_OFFSET)
-        slot = _hash_slot(token_hashes[byte], table_size - 1)
+    token_bytes[: vocab_offsets[n_initial]] = vocab_bytes[: vocab_offsets[n_initial]]
+    for token in range(n_initial):
+        start, length = vocab_offsets[token], vocab_offsets[token + 1] - vocab_offsets[token]
+        token_spans[token, 0] = start
+        token_spans[token, 1] = length
+        if length == 0:
+            continue
+        token_hashes[token] = _fnv1a(token_bytes, start, length, _FNV_OFFSET)
+        slot = _hash_slot(token_hashes[token], table_size - 1)
         while token_table[slot] != _EMPTY:
             slot = (slot + 1) & (table_size - 1)
-        token_table[slot] = byte
+        token_table[slot] = token
     return token_bytes, token_spans, token_hashes, token_table
 
 
@@ -600,15 +682,16 @@ def _merged_token(left, right, token_bytes, token_spans, token_hashes, token_tab
 
 
 @njit(cache=True, nogil=True)
-def learn_merges(symbols, word_lengths, word_weights, n_tokens_wanted, progress_cell):
-    """Merge pairs of the words until there are ``n_tokens_wanted`` tokens or no pair is left.
+def learn_merges(token, word_lengths, word_weights, n_tokens_wanted, progress_cell, vocab_bytes, vocab_offsets):
+    """Merge pairs of the words until the next new id is ``n_tokens_wanted`` or no pair is left.
 
-    ``symbols``: the words' bytes end to end (uint8); ``word_lengths``, ``word_weights``: each word's length
-    and count. Returns the merges as an int64 array of (left id, right id) rows, in order. Writes the token
-    count to ``progress_cell[0]`` as it goes.
+    ``token``: the words' token ids end to end (int64; the kernel overwrites it); ``word_lengths``,
+    ``word_weights``: each word's length (in tokens) and count. The vocabulary starts as token ``i`` =
+    ``vocab_bytes[vocab_offsets[i]:vocab_offsets[i + 1]]`` (see ``_token_store``); new ids follow it. Returns
+    the merges as an int64 array of (left id, right id) rows, in order. Writes the next new id to
+    ``progress_cell[0]`` as it goes.
     """
-    n_positions = symbols.shape[0]
-    token = symbols.astype(np.int64)  # token id at each position, -1 once merged into its left neighbour
+    n_positions = token.shape[0]  # token[i]: the id at position i, -1 once merged into its left neighbour
     prev = np.empty(n_positions, np.int32)  # previous position in the word, -1 at its start
     next_ = np.empty(n_positions, np.int32)  # next position in the word, -1 at its end
     weight = np.empty(n_positions, np.int64)  # count of the position's word
@@ -648,12 +731,11 @@ def learn_merges(symbols, word_lengths, word_weights, n_tokens_wanted, progress_
     for pair in range(n_pairs):
         heap_size = _heap_push(heap, heap_size, pairs, pairs[pair, _COUNT], pair)
 
-    max_tokens = max(n_tokens_wanted, N_BYTES)
-    token_bytes, token_spans, token_hashes, token_table = _byte_tokens(max_tokens)
-    n_tokens = np.int64(N_BYTES)
+    n_tokens = np.int64(vocab_offsets.shape[0] - 1)
+    token_bytes, token_spans, token_hashes, token_table = _token_store(vocab_bytes, vocab_offsets, n_tokens_wanted)
     progress_cell[0] = n_tokens
 
-    merges = np.empty((max(max_tokens - N_BYTES, 16), 2), np.int64)
+    merges = np.empty((max(n_tokens_wanted - n_tokens, 16), 2), np.int64)
     n_merges = np.int64(0)
     positions = np.empty(16, np.int64)
     grown = np.empty(16, np.int64)
