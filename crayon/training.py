@@ -12,7 +12,7 @@ from crayon.tokenizer import Tokenizer
 MODELS = ("bpe", "char", "word")
 
 
-def _texts(files_or_texts) -> Iterator[str]:
+def iter_documents(files_or_texts) -> Iterator[str]:
     """Each document as text: a ``str`` is a text, a path (``os.PathLike``) is a UTF-8 file."""
     items = [files_or_texts] if isinstance(files_or_texts, (str, os.PathLike)) else files_or_texts
     for item in items:
@@ -36,6 +36,7 @@ def train(
     progress: bool = True,
     name: str = "trained",
     min_frequency: int = 1,
+    reserved_special_tokens: int = 0,
 ):
     """Train a vocabulary of ``vocab_size`` tokens.
 
@@ -44,12 +45,16 @@ def train(
     ``"char"`` / ``"word"`` return a :class:`crayon.CharTokenizer` / :class:`crayon.WordTokenizer`.
     ``backend``: "jit" / "auto" (the Numba trainer, both cores) or "reference" (pure Python, same merges).
     ``min_frequency``: the least count of a kept character or word (``"char"`` / ``"word"``); BPE refuses it.
+    ``reserved_special_tokens``: that many ``<|reserved_special_token_K|>`` special tokens after the others
+    (counted in ``vocab_size``), to name later with ``Tokenizer.with_special_tokens`` without moving any id.
     """
     if model not in MODELS:
         raise ValueError(f"unknown model {model!r}; choose one of {', '.join(MODELS)}")
     if model == "bpe" and min_frequency != 1:
         raise ValueError("min_frequency is for model='char' and 'word': BPE training merges the most frequent pair "
                          "until vocab_size is reached; choose a smaller vocab_size instead")
+    if model != "bpe" and reserved_special_tokens:
+        raise ValueError(f"reserved_special_tokens is for model='bpe'; a {model} vocabulary has no special tokens")
     if model != "bpe":
         from crayon.lookup.char import CharTokenizer
         from crayon.lookup.word import WordTokenizer
@@ -57,12 +62,17 @@ def train(
         tokenizer = (CharTokenizer if model == "char" else WordTokenizer)(
             min_frequency=min_frequency, max_vocab_size=vocab_size
         )
-        tokenizer.train(_texts(files_or_texts))
+        tokenizer.train(iter_documents(files_or_texts))
         return tokenizer
+    if reserved_special_tokens:
+        from crayon.evolution import reserved_slots
+
+        special_tokens = (special_tokens,) if isinstance(special_tokens, str) else tuple(special_tokens)
+        special_tokens = (*special_tokens, *reserved_slots(dict.fromkeys(special_tokens, 0), reserved_special_tokens, 0))
     if backend == "reference":
         from crayon.reference.train import train_bpe
 
-        result = train_bpe(_texts(files_or_texts), vocab_size, pattern=pattern, special_tokens=special_tokens)
+        result = train_bpe(iter_documents(files_or_texts), vocab_size, pattern=pattern, special_tokens=special_tokens)
     elif backend in ("jit", "auto"):
         from crayon.jit.train import train_bpe_jit
 

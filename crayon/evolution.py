@@ -1,0 +1,132 @@
+"""Vocabulary evolution with stable ids: extend a vocabulary, reserve special slots, compare and stage versions.
+
+Rules every function here keeps:
+
+- **Stable ids.** Extending never changes an existing id's bytes: new tokens get new ids. By default they
+  start at ``tokenizer.n_vocab`` (one past the largest id, special tokens included), so a model's embedding
+  table only grows. ``move_special_tokens=True`` instead puts them right after the last ordinary token and
+  renumbers the special tokens after them (for a vocabulary no model uses yet).
+- **Old text, old tokens.** The extended vocabulary encodes a span as the old one did, then may merge further
+  with the new tokens (their ranks come after every old rank): text the new tokens do not help keeps its
+  tokens exactly.
+- **Lineage.** Each tokenizer has a ``vocabulary_version`` (1 for a vocabulary made from scratch) and the
+  ``parent_hash`` (``vocabulary_hash``) of the vocabulary it was derived from; cartridges store both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from typing import Iterable
+
+from crayon.reference.bpe import BytePairModel
+from crayon.reference.pretokenize import PatternSpanner
+from crayon.tokenizer import Tokenizer
+
+RESERVED_SPECIAL_TOKEN = "<|reserved_special_token_{}|>"
+_RESERVED = re.compile(r"<\|reserved_special_token_(\d+)\|>")
+EXTEND_BACKENDS = ("auto", "jit", "reference")
+
+
+def is_reserved_special_token(token: str) -> bool:
+    """Whether ``token`` is a reserved slot (``<|reserved_special_token_K|>``) waiting to be filled."""
+    return _RESERVED.fullmatch(token) is not None
+
+
+def reserved_slots(special_tokens: dict[str, int], count: int, first_id: int) -> dict[str, int]:
+    """``count`` new reserved slots with ids from ``first_id``, numbered after the reserved names in use."""
+    if count < 0:
+        raise ValueError(f"reserved_special_tokens must be >= 0, got {count}")
+    used = [int(match.group(1)) for match in map(_RESERVED.fullmatch, special_tokens) if match]
+    start = max(used, default=-1) + 1
+    return {RESERVED_SPECIAL_TOKEN.format(start + k): first_id + k for k in range(count)}
+
+
+def extend(
+    tokenizer: Tokenizer,
+    corpus: str | os.PathLike | Iterable[str | os.PathLike],
+    n_new_tokens: int,
+    *,
+    backend: str = "auto",
+    reserved_special_tokens: int = 0,
+    move_special_tokens: bool = False,
+    progress: bool = False,
+    name: str | None = None,
+) -> Tokenizer:
+    """``tokenizer`` with up to ``n_new_tokens`` BPE tokens learned on ``corpus`` (see ``Tokenizer.extend``)."""
+    if tokenizer.algorithm != "bpe":
+        raise ValueError(f"{tokenizer.name} encodes by {tokenizer.algorithm} match; only BPE vocabularies extend")
+    if backend not in EXTEND_BACKENDS:
+        raise ValueError(f"extension runs on backend {', '.join(map(repr, EXTEND_BACKENDS))}, not {backend!r}")
+    model = tokenizer.model
+    cut_out = [*tokenizer.special_tokens, *tokenizer.added_tokens]  # never learned from, as in training
+    moved = {**tokenizer.special_tokens, **tokenizer.added_tokens}
+    first_id = max(model.token_bytes, default=-1) + 1 if move_special_tokens else tokenizer.n_vocab
+    words = _word_splitter(tokenizer)
+    if backend == "reference":
+        from crayon.reference.train import extend_bpe
+        from crayon.training import iter_documents
+
+        extension = extend_bpe(iter_documents(corpus), model, n_new_tokens, first_id=first_id, pattern=words, special_tokens=cut_out)
+    else:
+        from crayon.jit.train import extend_bpe_jit
+
+        extension = extend_bpe_jit(
+            corpus, tokenizer, n_new_tokens, first_id=first_id, pattern=words, special_tokens=cut_out, progress=progress
+        )
+    merges = None if model.merges is None else model.merges + extension.merges
+    new_model = BytePairModel(extension.ranks, merges, ignore_merges=model.whole_span_lookup)
+    next_id = max(new_model.token_bytes, default=-1) + 1
+    specials, added = dict(tokenizer.special_tokens), dict(tokenizer.added_tokens)
+    if move_special_tokens:  # in their old order, after the new tokens
+        renumbered = {old: next_id + k for k, old in enumerate(sorted(moved.values()))}
+        specials = {text: renumbered[i] for text, i in specials.items()}
+        added = {text: renumbered[i] for text, i in added.items()}
+        next_id += len(renumbered)
+    else:
+        next_id = max(next_id, tokenizer.n_vocab)
+    specials.update(reserved_slots(specials, reserved_special_tokens, next_id))
+    child = Tokenizer(
+        name or tokenizer.name,
+        new_model,
+        pattern=tokenizer.pattern,
+        special_tokens=specials,
+        normalizer=tokenizer.normalizer,
+        pretokenizer=None if isinstance(tokenizer.pretokenizer, PatternSpanner) else tokenizer.pretokenizer,
+        added_tokens=added,
+        backend=tokenizer.backend,
+    )
+    return derived_from(child, tokenizer)
+
+
+def _word_splitter(tokenizer: Tokenizer):
+    """The tokenizer's pre-tokenization for counting words: its pattern (which the jit counts natively), or
+    a function running its normalizer and pre-tokenizer."""
+    if tokenizer.normalizer is None and isinstance(tokenizer.pretokenizer, PatternSpanner):
+        return tokenizer.pattern
+    normalize = tokenizer.normalizer or (lambda text: text)
+    return lambda text: tokenizer.pretokenizer(normalize(text))
+
+
+def derived_from(child: Tokenizer, parent: Tokenizer) -> Tokenizer:
+    """Record ``parent`` as ``child``'s parent: the next version number and the parent's hash."""
+    child.vocabulary_version = parent.vocabulary_version + 1
+    child.parent_hash = vocabulary_hash(parent)
+    return child
+
+
+def vocabulary_hash(tokenizer: Tokenizer) -> str:
+    """A SHA-256 (hex) of what decides the ids: every token's id and bytes, the special and added tokens, the
+    pre-tokenization pattern and, for a model with explicit merges, the merges."""
+    digest = hashlib.sha256()
+    model = tokenizer.model
+    for token_id in sorted(model.token_bytes):
+        digest.update(b"%d:%d:" % (token_id, len(model.token_bytes[token_id])) + model.token_bytes[token_id])
+    for label, table in (("special", tokenizer.special_tokens), ("added", tokenizer.added_tokens)):
+        for text, token_id in sorted(table.items(), key=lambda item: item[1]):
+            digest.update(f"\0{label}:{token_id}:{text}".encode())
+    digest.update(f"\0pattern:{tokenizer.pattern}".encode())
+    for left, right in model.merges or ():
+        digest.update(b"\0merge:%d:%d" % (model.ranks[left], model.ranks[right]))
+    return digest.hexdigest()

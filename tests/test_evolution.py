@@ -1,0 +1,218 @@
+"""Vocabulary evolution: extend keeps every id and the old tokens of text it does not help, reference == jit merge
+for merge, the result loads in tiktoken and HF; reserved special slots; lineage in cartridges."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import crayon
+from conftest import corpus_text
+from crayon.cartridge import open_cartridge, write_cartridge
+from crayon.evolution import vocabulary_hash
+from crayon.jit.train import extend_bpe_jit
+from crayon.reference.bpe import BytePairModel
+from crayon.reference.pretokenize import compile_pattern
+from crayon.reference.train import extend_bpe, train_bpe
+from crayon.tokenizer import Tokenizer
+
+tiktoken = pytest.importorskip("tiktoken")
+
+FRAGMENTS = ["a", "b", "ab", "aa", " ", "\n", "'s", "1", "é", "中", "😀", "!", "X", "<|endoftext|>"]
+corpus_texts = st.lists(st.lists(st.sampled_from(FRAGMENTS), max_size=40).map("".join), min_size=1, max_size=4)
+
+
+def trained(texts, vocab_size, **options) -> Tokenizer:
+    result = train_bpe(texts, vocab_size, **options)
+    return Tokenizer("base", BytePairModel(result.ranks), pattern=result.pattern,
+                     special_tokens=result.special_tokens, backend="jit")
+
+
+@pytest.fixture(scope="module")
+def english():
+    return trained(corpus_text("big.txt", 200_000), 700, special_tokens=["<|endoftext|>"])
+
+
+@pytest.fixture(scope="module")
+def cl100k():
+    return crayon.load("cl100k_base")
+
+
+@pytest.fixture(scope="module")
+def cl100k_extended(cl100k):
+    return cl100k.extend(corpus_text("multilingual.txt", 150_000), 400)
+
+
+# --------------------------------------------------------------------------------------- reference == jit
+
+
+def assert_same_extension(tokenizer, texts, n_new, first_id):
+    options = dict(first_id=first_id, pattern=tokenizer.pattern, special_tokens=list(tokenizer.special_tokens))
+    reference = extend_bpe(texts, tokenizer.model, n_new, **options)
+    assert extend_bpe_jit(texts, tokenizer, n_new, workers=1, **options) == reference
+    return reference
+
+
+@settings(max_examples=30, deadline=None)
+@given(texts=corpus_texts, n_new=st.integers(1, 40), gap=st.integers(0, 3))
+def test_reference_and_jit_extend_alike(english, texts, n_new, gap):
+    extension = assert_same_extension(english, texts, n_new, english.n_vocab + gap)
+    old = english.model.ranks
+    assert {token: i for token, i in extension.ranks.items() if token in old} == old
+    new_ids = sorted(i for token, i in extension.ranks.items() if token not in old)
+    assert new_ids == list(range(english.n_vocab + gap, english.n_vocab + gap + len(new_ids)))
+
+
+def test_reference_and_jit_extend_cl100k_alike(cl100k):
+    assert_same_extension(cl100k, corpus_text("multilingual.txt", 60_000), 150, cl100k.n_vocab)
+
+
+def test_extending_on_the_training_corpus_continues_the_training():
+    text = corpus_text("shakespeare.txt", 150_000)
+    base = trained(text, 600)
+    continued = extend_bpe(text, base.model, 300, first_id=600, pattern=base.pattern)
+    further = train_bpe(text, 900)
+    assert continued.ranks == further.ranks
+    assert continued.merges == further.merges[-len(continued.merges):]
+
+
+# ----------------------------------------------------------------------------------------- stable ids
+
+
+def test_extend_keeps_every_old_id_and_special(cl100k, cl100k_extended):
+    old, new = cl100k.model.token_bytes, cl100k_extended.model.token_bytes
+    assert len(old) == 100_256 and all(new[i] == token for i, token in old.items())
+    assert cl100k_extended.special_tokens == cl100k.special_tokens
+    added = sorted(set(new) - set(old))
+    assert added == list(range(cl100k.n_vocab, cl100k.n_vocab + 400))  # after <|endofprompt|> = 100276
+    for token_id in range(cl100k_extended.n_vocab):
+        if token_id in old or token_id in cl100k.special_tokens.values():
+            assert cl100k_extended.decode_single_token_bytes(token_id) == cl100k.decode_single_token_bytes(token_id)
+    assert (cl100k_extended.vocabulary_version, cl100k_extended.parent_hash) == (2, vocabulary_hash(cl100k))
+
+
+@pytest.mark.parametrize("corpus", ["big.txt", "multilingual.txt", "python_code.py"])
+def test_text_the_new_tokens_do_not_help_keeps_its_old_tokens(cl100k, cl100k_extended, corpus):
+    """Span by span: the old tokens, unless two adjacent old tokens now join into a new one (then fewer tokens)."""
+    new_ids = set(cl100k_extended.model.token_bytes) - set(cl100k.model.token_bytes)
+    new_tokens = {cl100k_extended.model.token_bytes[i] for i in new_ids}
+    unchanged = changed = 0
+    for span in sorted(set(compile_pattern("cl100k_base").findall(corpus_text(corpus, 60_000)))):
+        before, after = cl100k.encode_ordinary(span), cl100k_extended.encode_ordinary(span)
+        parts = cl100k.decode_tokens_bytes(before)
+        helped = any(left + right in new_tokens for left, right in zip(parts, parts[1:]))
+        if helped:
+            assert len(after) < len(before) and new_ids & set(after)
+            changed += 1
+        else:
+            assert after == before
+            unchanged += 1
+        assert cl100k_extended.decode_bytes(after) == span.encode()
+    assert unchanged > 100 and (changed > 0 or corpus != "multilingual.txt")
+
+
+def test_extended_cl100k_loads_in_tiktoken_and_hf(cl100k_extended, tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    from tiktoken.load import load_tiktoken_bpe
+
+    cl100k_extended.export(tmp_path / "ext.tiktoken")
+    encoding = tiktoken.Encoding(
+        "ext", pat_str=cl100k_extended.pattern,
+        mergeable_ranks=load_tiktoken_bpe(str(tmp_path / "ext.tiktoken")),
+        special_tokens=cl100k_extended.special_tokens,
+    )
+    cl100k_extended.export(tmp_path / "tokenizer.json", format="hf")
+    hf = tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    for corpus in ["multilingual.txt", "big.txt", "python_code.py"]:
+        text = corpus_text(corpus, 200_000)[-30_000:] + " <|endoftext|>"
+        ids = cl100k_extended.encode(text, allowed_special="all")
+        assert encoding.encode(text, allowed_special="all") == ids
+        assert hf.encode(text, add_special_tokens=False).ids == ids
+        assert encoding.decode(ids) == text
+
+
+def test_extend_a_tokenizer_json_appends_merges(tmp_path):
+    base = trained(corpus_text("big.txt", 100_000), 500, special_tokens=["<|endoftext|>"])
+    base.export(tmp_path / "tokenizer.json", format="hf")
+    loaded = crayon.load(tmp_path / "tokenizer.json")
+    assert loaded.model.merges is not None
+    text = corpus_text("multilingual.txt", 40_000)
+    extended = loaded.extend(text, 100)
+    assert extended.model.merges[: len(loaded.model.merges)] == loaded.model.merges
+    assert extended.with_backend("reference").encode_ordinary(text) == extended.encode_ordinary(text)
+    reference = loaded.extend(text, 100, backend="reference")
+    assert reference.model.ranks == extended.model.ranks and reference.model.merges == extended.model.merges
+    assert len(extended.encode_ordinary(text)) < len(loaded.encode_ordinary(text))
+
+
+def test_move_special_tokens_puts_new_tokens_after_the_last_ordinary_one(english):
+    text = corpus_text("multilingual.txt", 20_000)
+    moved = english.extend(text, 50, move_special_tokens=True)
+    assert sorted(moved.model.token_bytes) == list(range(749))
+    assert moved.special_tokens == {"<|endoftext|>": 749}
+    kept = english.extend(text, 50)
+    assert kept.special_tokens == english.special_tokens == {"<|endoftext|>": 699}
+    assert sorted(kept.model.token_bytes) == [*range(699), *range(700, 750)]
+
+
+def test_bad_extension_settings_are_refused(english):
+    with pytest.raises(ValueError, match="at least 1"):
+        english.extend("text", 0)
+    with pytest.raises(ValueError, match="backend"):
+        english.extend("text", 5, backend="cuda")
+    with pytest.raises(ValueError, match="after the last token id"):
+        extend_bpe("text", english.model, 5, first_id=10, pattern=english.pattern)
+
+
+# ------------------------------------------------------------------------------------ reserved special slots
+
+
+def test_reserved_special_slots_are_filled_without_moving_an_id():
+    tok = crayon.train(corpus_text("big.txt", 50_000), vocab_size=400, reserved_special_tokens=3, progress=False)
+    assert tok.special_tokens == {"<|endoftext|>": 396, "<|reserved_special_token_0|>": 397,
+                                  "<|reserved_special_token_1|>": 398, "<|reserved_special_token_2|>": 399}
+    chat = tok.with_special_tokens(["<|im_start|>", "<|im_end|>"])
+    assert chat.special_tokens == {"<|endoftext|>": 396, "<|im_start|>": 397, "<|im_end|>": 398,
+                                   "<|reserved_special_token_2|>": 399}
+    assert chat.n_vocab == tok.n_vocab == 400 and chat.vocabulary_version == 2
+    assert chat.encode("<|im_start|>hi<|im_end|>", allowed_special="all") == [397, *tok.encode("hi"), 398]
+    assert chat.with_special_tokens({"<|tool|>": 399}).special_tokens["<|tool|>"] == 399
+    with pytest.raises(ValueError, match="only 1 free reserved"):
+        chat.with_special_tokens(["<a>", "<b>"])
+    with pytest.raises(ValueError, match="not a free reserved special slot"):
+        chat.with_special_tokens({"<a>": 396})
+    with pytest.raises(ValueError, match="already a token"):
+        chat.with_special_tokens({"<|im_start|>": 399})
+
+
+def test_extend_adds_reserved_slots_after_the_new_tokens(english):
+    extended = english.extend(corpus_text("multilingual.txt", 20_000), 30, reserved_special_tokens=2)
+    assert extended.special_tokens == {"<|endoftext|>": 699, "<|reserved_special_token_0|>": 730,
+                                       "<|reserved_special_token_1|>": 731}
+    again = extended.extend(corpus_text("multilingual.txt", 40_000), 5, reserved_special_tokens=1)
+    assert again.special_tokens["<|reserved_special_token_2|>"] == 737 and again.vocabulary_version == 3
+
+
+# ---------------------------------------------------------------------------------------------- lineage
+
+
+def test_cartridges_carry_version_and_parent(english, tmp_path):
+    extended = english.extend(corpus_text("multilingual.txt", 20_000), 20)
+    extended.save(tmp_path / "ext.crayon")
+    loaded = crayon.load(tmp_path / "ext.crayon")
+    assert (loaded.vocabulary_version, loaded.parent_hash) == (2, vocabulary_hash(english))
+    assert vocabulary_hash(loaded) == vocabulary_hash(extended)
+
+
+def test_a_cartridge_without_lineage_still_loads(english, tmp_path):
+    english.save(tmp_path / "new.crayon")
+    with open_cartridge(tmp_path / "new.crayon") as cartridge:
+        metadata = {k: v for k, v in cartridge.metadata.items() if k not in ("vocabulary_version", "parent_hash")}
+        sections = {name: array.copy() for name, array in cartridge.sections.items()}
+    write_cartridge(tmp_path / "old.crayon", metadata, sections)
+    old = crayon.load(tmp_path / "old.crayon", verify=True)
+    assert (old.vocabulary_version, old.parent_hash) == (1, None)
+    assert json.dumps(old.special_tokens) == json.dumps(english.special_tokens)
