@@ -20,9 +20,10 @@ import os
 import re
 from typing import Iterable
 
+from crayon.formats.spec import TokenizerSpec
 from crayon.reference.bpe import BytePairModel
 from crayon.reference.pretokenize import PatternSpanner
-from crayon.tokenizer import Tokenizer
+from crayon.reference.train import extend_bpe, iter_documents
 
 RESERVED_SPECIAL_TOKEN = "<|reserved_special_token_{}|>"
 _RESERVED = re.compile(r"<\|reserved_special_token_(\d+)\|>")
@@ -43,8 +44,8 @@ def reserved_slots(special_tokens: dict[str, int], count: int, first_id: int) ->
     return {RESERVED_SPECIAL_TOKEN.format(start + k): first_id + k for k in range(count)}
 
 
-def extend(
-    tokenizer: Tokenizer,
+def extended_spec(
+    tokenizer,
     corpus: str | os.PathLike | Iterable[str | os.PathLike],
     n_new_tokens: int,
     *,
@@ -52,55 +53,52 @@ def extend(
     reserved_special_tokens: int = 0,
     move_special_tokens: bool = False,
     progress: bool = False,
-    name: str | None = None,
-) -> Tokenizer:
-    """``tokenizer`` with up to ``n_new_tokens`` BPE tokens learned on ``corpus`` (see ``Tokenizer.extend``)."""
+) -> TokenizerSpec:
+    """The parts of ``tokenizer`` (a ``crayon.Tokenizer``) extended by up to ``n_new_tokens`` BPE tokens learned
+    on ``corpus`` (``Tokenizer.extend`` documents the options)."""
     if tokenizer.algorithm != "bpe":
         raise ValueError(f"{tokenizer.name} encodes by {tokenizer.algorithm} match; only BPE vocabularies extend")
     if backend not in EXTEND_BACKENDS:
         raise ValueError(f"extension runs on backend {', '.join(map(repr, EXTEND_BACKENDS))}, not {backend!r}")
     model = tokenizer.model
-    cut_out = [*tokenizer.special_tokens, *tokenizer.added_tokens]  # never learned from, as in training
-    moved = {**tokenizer.special_tokens, **tokenizer.added_tokens}
-    first_id = max(model.token_bytes, default=-1) + 1 if move_special_tokens else tokenizer.n_vocab
-    words = _word_splitter(tokenizer)
+    options = dict(
+        first_id=max(model.token_bytes, default=-1) + 1 if move_special_tokens else tokenizer.n_vocab,
+        pattern=_word_splitter(tokenizer),
+        special_tokens=[*tokenizer.special_tokens, *tokenizer.added_tokens],  # never learned from, as in training
+    )
     if backend == "reference":
-        from crayon.reference.train import extend_bpe
-        from crayon.training import iter_documents
-
-        extension = extend_bpe(iter_documents(corpus), model, n_new_tokens, first_id=first_id, pattern=words, special_tokens=cut_out)
+        extension = extend_bpe(iter_documents(corpus), model, n_new_tokens, **options)
     else:
+        from crayon.jit.engine import make_engine
         from crayon.jit.train import extend_bpe_jit
 
-        extension = extend_bpe_jit(
-            corpus, tokenizer, n_new_tokens, first_id=first_id, pattern=words, special_tokens=cut_out, progress=progress
-        )
+        extension = extend_bpe_jit(corpus, model, n_new_tokens, encode_spans=make_engine(tokenizer).encode_spans,
+                                   progress=progress, **options)
     merges = None if model.merges is None else model.merges + extension.merges
     new_model = BytePairModel(extension.ranks, merges, ignore_merges=model.whole_span_lookup)
     next_id = max(new_model.token_bytes, default=-1) + 1
-    specials, added = dict(tokenizer.special_tokens), dict(tokenizer.added_tokens)
+    specials, added = tokenizer.special_tokens, dict(tokenizer.added_tokens)
     if move_special_tokens:  # in their old order, after the new tokens
-        renumbered = {old: next_id + k for k, old in enumerate(sorted(moved.values()))}
+        old_ids = sorted({**specials, **added}.values())
+        renumbered = {old: next_id + k for k, old in enumerate(old_ids)}
         specials = {text: renumbered[i] for text, i in specials.items()}
         added = {text: renumbered[i] for text, i in added.items()}
-        next_id += len(renumbered)
+        next_id += len(old_ids)
     else:
         next_id = max(next_id, tokenizer.n_vocab)
     specials.update(reserved_slots(specials, reserved_special_tokens, next_id))
-    child = Tokenizer(
-        name or tokenizer.name,
+    return TokenizerSpec(
+        tokenizer.name,
         new_model,
         pattern=tokenizer.pattern,
         special_tokens=specials,
+        added_tokens=added,
         normalizer=tokenizer.normalizer,
         pretokenizer=None if isinstance(tokenizer.pretokenizer, PatternSpanner) else tokenizer.pretokenizer,
-        added_tokens=added,
-        backend=tokenizer.backend,
     )
-    return derived_from(child, tokenizer)
 
 
-def _word_splitter(tokenizer: Tokenizer):
+def _word_splitter(tokenizer):
     """The tokenizer's pre-tokenization for counting words: its pattern (which the jit counts natively), or
     a function running its normalizer and pre-tokenizer."""
     if tokenizer.normalizer is None and isinstance(tokenizer.pretokenizer, PatternSpanner):
@@ -109,14 +107,14 @@ def _word_splitter(tokenizer: Tokenizer):
     return lambda text: tokenizer.pretokenizer(normalize(text))
 
 
-def derived_from(child: Tokenizer, parent: Tokenizer) -> Tokenizer:
+def derived_from(child, parent):
     """Record ``parent`` as ``child``'s parent: the next version number and the parent's hash."""
     child.vocabulary_version = parent.vocabulary_version + 1
     child.parent_hash = vocabulary_hash(parent)
     return child
 
 
-def vocabulary_hash(tokenizer: Tokenizer) -> str:
+def vocabulary_hash(tokenizer) -> str:
     """A SHA-256 (hex) of what decides the ids: every token's id and bytes, the special and added tokens, the
     pre-tokenization pattern and, for a model with explicit merges, the merges."""
     digest = hashlib.sha256()

@@ -153,10 +153,12 @@ class Tokenizer:
         renumbers the special tokens after them. ``reserved_special_tokens``: add that many
         ``<|reserved_special_token_K|>`` slots at the end (fill them later with ``with_special_tokens``).
         ``backend``: "auto"/"jit" (the Numba trainer) or "reference" (pure Python; the same merges)."""
-        from crayon.evolution import extend
+        from crayon.evolution import derived_from, extended_spec
 
-        return extend(self, corpus, n_new_tokens, backend=backend, reserved_special_tokens=reserved_special_tokens,
-                      move_special_tokens=move_special_tokens, progress=progress, name=name)
+        spec = extended_spec(self, corpus, n_new_tokens, backend=backend, progress=progress,
+                             reserved_special_tokens=reserved_special_tokens, move_special_tokens=move_special_tokens)
+        spec.name = name or self.name
+        return derived_from(Tokenizer.from_spec(spec, backend=self.backend), self)
 
     def with_special_tokens(self, tokens: Sequence[str] | dict[str, int]) -> "Tokenizer":
         """The same vocabulary with reserved special slots (``<|reserved_special_token_K|>``) given names; no id

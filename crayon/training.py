@@ -3,26 +3,13 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Sequence
 
 from crayon.reference.bpe import BytePairModel
+from crayon.reference.train import iter_documents
 from crayon.tokenizer import Tokenizer
 
 MODELS = ("bpe", "char", "word")
-
-
-def iter_documents(files_or_texts) -> Iterator[str]:
-    """Each document as text: a ``str`` is a text, a path (``os.PathLike``) is a UTF-8 file."""
-    items = [files_or_texts] if isinstance(files_or_texts, (str, os.PathLike)) else files_or_texts
-    for item in items:
-        if isinstance(item, os.PathLike):
-            try:
-                yield Path(item).read_text(encoding="utf-8")
-            except UnicodeDecodeError as error:
-                raise ValueError(f"{os.fspath(item)} is not UTF-8 text: {error}") from None
-        else:
-            yield item
 
 
 def train(

@@ -18,15 +18,17 @@ import concurrent.futures
 import os
 import threading
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import regex
 
+from crayon.cartridge import VOCAB_BYTES, VOCAB_OFFSETS, vocab_sections
 from crayon.jit.cores import available_cores
 from crayon.jit.lazy import njit
 from crayon.jit.pretokenize import PATTERN_IDS, split_spans
 from crayon.patterns import pattern_name, resolve_pattern
+from crayon.reference.bpe import BytePairModel
 from crayon.reference.pretokenize import split_specials
 from crayon.reference.train import (
     N_BYTES,
@@ -87,55 +89,46 @@ def train_bpe_jit(
 
 def extend_bpe_jit(
     texts_or_files: str | os.PathLike | Iterable[str | os.PathLike],
-    tokenizer,
+    model: BytePairModel,
     n_new_tokens: int,
     *,
     first_id: int,
-    pattern: str | Splitter,
+    encode_spans: Callable[[list[bytes]], np.ndarray],
+    pattern: str | Splitter = "cl100k_base",
     special_tokens: Sequence[str] = (),
     progress: bool = False,
     workers: int | None = None,
 ) -> Extension:
-    """Continue BPE training from ``tokenizer``'s vocabulary; the same result as
-    ``crayon.reference.train.extend_bpe`` on the same texts (its docstring has the rules).
+    """Continue BPE training from ``model``; the same result as ``crayon.reference.train.extend_bpe`` on the
+    same texts (its docstring has the rules).
 
-    The words are counted as in ``train_bpe_jit``, encoded by the tokenizer's jit engine, and merged on from
-    those tokens by the training kernel started from the existing vocabulary."""
-    model = tokenizer.model
+    The words are counted as in ``train_bpe_jit``, encoded by ``encode_spans`` (pre-tokenized spans -> their
+    tokens end to end under ``model``: the jit engine's), and merged on from those tokens by the training
+    kernel started from the existing vocabulary."""
     check_extension(model, n_new_tokens, first_id)
     word_bytes, word_lengths, word_counts = count_words_jit(
         texts_or_files, pattern, special_tokens, workers=workers or available_cores(), progress=progress
     )
-    from crayon.jit.engine import make_engine
-
-    engine = make_engine(tokenizer)
-    tokens, token_lengths = _segment_words(engine, word_bytes, word_lengths)
-    several = token_lengths > 1  # a word of one token has no pair to merge
-    keep = np.repeat(several, token_lengths)
-    offsets = engine.tables["token_offsets"]  # ids past the last token up to first_id: no bytes, never merged
+    sections = vocab_sections(model.token_bytes)
+    vocab_bytes, offsets = sections[VOCAB_BYTES], sections[VOCAB_OFFSETS]
     offsets = np.concatenate((offsets, np.full(first_id + 1 - len(offsets), offsets[-1], np.int64)))
+    ends = np.cumsum(word_lengths)
+    blob = word_bytes.tobytes()
+    tokens = np.asarray(encode_spans([blob[start:end] for start, end in zip((ends - word_lengths).tolist(), ends.tolist())]))
+    token_ends = np.cumsum(np.diff(offsets)[tokens])  # a token never crosses a word's end
+    token_lengths = np.diff(np.searchsorted(token_ends, ends) + 1, prepend=0)
+    several = token_lengths > 1  # a word of one token has no pair to merge
     merges = _run_merges(
-        (tokens[keep], token_lengths[several], word_counts[several]),
+        (tokens[np.repeat(several, token_lengths)], token_lengths[several], word_counts[several]),
         first_id + n_new_tokens,
         progress,
-        (engine.tables["token_bytes"], offsets),
+        (vocab_bytes, offsets),
     )
     vocab = Vocabulary(model.token_bytes, next_id=first_id)
     pairs = [(int(left), int(right)) for left, right in merges]
     for left, right in pairs:
         vocab.merge(left, right)
     return Extension([(vocab.token_bytes[left], vocab.token_bytes[right]) for left, right in pairs], vocab.ranks, first_id)
-
-
-def _segment_words(engine, word_bytes: np.ndarray, word_lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(the words' token ids end to end, each word's number of tokens) under the jit ``engine``."""
-    ends = np.cumsum(word_lengths)
-    blob = word_bytes.tobytes()
-    spans = [blob[start:end] for start, end in zip((ends - word_lengths).tolist(), ends.tolist())]
-    tokens = engine.encode_spans(spans).astype(np.int64)
-    token_ends = np.cumsum(np.diff(engine.tables["token_offsets"])[tokens])  # tokens never cross words
-    last_token = np.searchsorted(token_ends, ends)
-    return tokens, np.diff(last_token + 1, prepend=0)
 
 
 # ----------------------------------------------------------------------------------------------- word counts
