@@ -26,3 +26,7 @@ class UnknownTokenError(CrayonError, KeyError):
 
 class SpecialTokenError(CrayonError, ValueError):
     """Text contains a special token the caller did not allow (tiktoken raises ValueError here too)."""
+
+
+class VocabularyChangeError(CrayonError, ValueError):
+    """A new vocabulary version would change what an existing id means, or fails its validation."""

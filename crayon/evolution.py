@@ -63,7 +63,7 @@ def extended_spec(
     model = tokenizer.model
     options = dict(
         first_id=max(model.token_bytes, default=-1) + 1 if move_special_tokens else tokenizer.n_vocab,
-        pattern=_word_splitter(tokenizer),
+        pattern=word_splitter(tokenizer),
         special_tokens=[*tokenizer.special_tokens, *tokenizer.added_tokens],  # never learned from, as in training
     )
     if backend == "reference":
@@ -98,7 +98,7 @@ def extended_spec(
     )
 
 
-def _word_splitter(tokenizer):
+def word_splitter(tokenizer):
     """The tokenizer's pre-tokenization for counting words: its pattern (which the jit counts natively), or
     a function running its normalizer and pre-tokenizer."""
     if tokenizer.normalizer is None and isinstance(tokenizer.pretokenizer, PatternSpanner):

@@ -1,5 +1,6 @@
 """Vocabulary evolution: extend keeps every id and the old tokens of text it does not help, reference == jit merge
-for merge, the result loads in tiktoken and HF; reserved special slots; lineage in cartridges."""
+for merge, the result loads in tiktoken and HF; reserved special slots; lineage in cartridges; diff, promote,
+rollback."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from hypothesis import strategies as st
 import crayon
 from conftest import corpus_text
 from crayon.cartridge import open_cartridge, write_cartridge
+from crayon.errors import VocabularyChangeError
 from crayon.evolution import vocabulary_hash
 from crayon.jit.train import extend_bpe_jit
 from crayon.reference.bpe import BytePairModel
 from crayon.reference.pretokenize import compile_pattern
 from crayon.reference.train import extend_bpe, train_bpe
+from crayon.staging import diff_vocabularies, promote, rollback
 from crayon.tokenizer import Tokenizer
 
 tiktoken = pytest.importorskip("tiktoken")
@@ -217,3 +220,59 @@ def test_a_cartridge_without_lineage_still_loads(english, tmp_path):
     old = crayon.load(tmp_path / "old.crayon", verify=True)
     assert (old.vocabulary_version, old.parent_hash) == (1, None)
     assert json.dumps(old.special_tokens) == json.dumps(english.special_tokens)
+
+
+# ---------------------------------------------------------------------------------- diff, promote, rollback
+
+
+def test_diff_lists_added_moved_removed_and_changed_ids(english):
+    extended = english.extend(corpus_text("multilingual.txt", 20_000), 20, reserved_special_tokens=2)
+    diff = diff_vocabularies(english, extended)
+    assert not diff.breaking and len(diff.added) == 22 and not (diff.moved or diff.removed or diff.changed)
+    filled = extended.with_special_tokens(["<|tool|>"])
+    diff = diff_vocabularies(extended, filled)
+    assert not diff.breaking and diff.filled == {720: ("<|reserved_special_token_0|>", "<|tool|>")}
+    moved = english.extend(corpus_text("multilingual.txt", 20_000), 20, move_special_tokens=True)
+    diff = diff_vocabularies(english, moved)
+    assert diff.breaking and diff.moved == {"<|endoftext|>": (699, 719)} and 699 in diff.changed
+    back = diff_vocabularies(moved, english)
+    assert back.removed.keys() == set(range(700, 719)) and back.changed.keys() == {699, 719}
+
+
+def test_cli_diff_exits_non_zero_when_an_id_changes(english, tmp_path, capsys):
+    from crayon.cli import main
+
+    text = corpus_text("multilingual.txt", 20_000)
+    english.save(tmp_path / "a.crayon")
+    english.extend(text, 5).save(tmp_path / "b.crayon")
+    english.extend(text, 5, move_special_tokens=True).save(tmp_path / "c.crayon")
+    main(["diff", str(tmp_path / "a.crayon"), str(tmp_path / "b.crayon")])
+    out = capsys.readouterr().out
+    assert "5 added, 0 removed, 0 moved, 0 ids changed" in out and "\n  700\t" in out
+    with pytest.raises(SystemExit) as exit_info:
+        main(["diff", str(tmp_path / "a.crayon"), str(tmp_path / "c.crayon")])
+    assert exit_info.value.code == 1
+    captured = capsys.readouterr()
+    assert "699 -> 704\t'<|endoftext|>'" in captured.out and "would break" in captured.err
+
+
+def test_promote_validates_keeps_the_parent_and_rolls_back(english, tmp_path, monkeypatch):
+    monkeypatch.setenv("CRAYON_PROFILE_DIR", str(tmp_path))
+    texts = [corpus_text("multilingual.txt", 5_000), corpus_text("big.txt", 5_000)]
+    promote(english, "mine")
+    v1 = crayon.load("mine")
+    v2 = v1.extend(corpus_text("multilingual.txt", 30_000), 40)
+    promote(v2, "mine", texts=texts)
+    assert crayon.load("mine").vocabulary_version == 2 and crayon.load("mine@v1").vocabulary_version == 1
+    assert crayon.load("mine").encode(texts[0]) == v2.encode(texts[0])
+    with pytest.raises(VocabularyChangeError, match="changes ids"):
+        promote(v1.extend(texts[0], 5, move_special_tokens=True), "mine", texts=texts)
+    same_tokens_no_lineage = Tokenizer("copy", v2.model, pattern=v2.pattern, special_tokens=v2.special_tokens)
+    with pytest.raises(VocabularyChangeError, match="does not record"):
+        promote(same_tokens_no_lineage, "mine")
+    assert crayon.load("mine").vocabulary_version == 2  # refused versions replace nothing
+    rollback("mine")
+    assert vocabulary_hash(crayon.load("mine")) == vocabulary_hash(v1)
+    assert vocabulary_hash(crayon.load("mine@v2")) == vocabulary_hash(v2)
+    with pytest.raises(ValueError, match="new profile name"):
+        promote(v2, "cl100k_base")
