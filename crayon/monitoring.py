@@ -35,6 +35,14 @@ class Candidate:
     tokens_saved: int
     saved_by_source: dict[str, int] = field(default_factory=dict)
 
+    @property
+    def label(self) -> str:
+        """The merged token as text, or as ``bytes`` repr where it is part of a character (not valid UTF-8)."""
+        try:
+            return repr(self.token_bytes.decode("utf-8"))
+        except UnicodeDecodeError:
+            return repr(self.token_bytes)
+
 
 @dataclass
 class SourceDrift:
@@ -77,7 +85,7 @@ class DriftReport:
             lines.append(f"{source.source:20} {source.bytes_per_token:11.3f} {baseline:>9} {change:>8}  {worst!r}")
         lines.append(f"{'candidate merge':32} {'tokens saved':>12}")
         for candidate in self.candidates:
-            lines.append(f"{candidate.token_bytes.decode('utf-8', 'replace')!r:32} {candidate.tokens_saved:12d}")
+            lines.append(f"{candidate.label:32} {candidate.tokens_saved:12d}")
         return "\n".join(lines)
 
 
