@@ -81,8 +81,8 @@ class DriftReport:
         for source in self.sources.values():
             baseline = "" if source.baseline is None else f"{source.baseline:9.3f}"
             change = "" if source.change is None else f"{source.change:+8.1%}"
-            worst = source.worst_spans[0][0] if source.worst_spans else ""
-            lines.append(f"{source.source:20} {source.bytes_per_token:11.3f} {baseline:>9} {change:>8}  {worst!r}")
+            worst = repr(source.worst_spans[0][0]) if source.worst_spans else "(every span is one token)"
+            lines.append(f"{source.source:20} {source.bytes_per_token:11.3f} {baseline:>9} {change:>8}  {worst}")
         lines.append(f"{'candidate merge':32} {'tokens saved':>12}")
         for candidate in self.candidates:
             lines.append(f"{candidate.label:32} {candidate.tokens_saved:12d}")
