@@ -158,7 +158,7 @@ class Tokenizer:
         spec = extended_spec(self, corpus, n_new_tokens, backend=backend, progress=progress,
                              reserved_special_tokens=reserved_special_tokens, move_special_tokens=move_special_tokens)
         spec.name = name or self.name
-        return derived_from(Tokenizer.from_spec(spec, backend=self.backend), self)
+        return derived_from(Tokenizer.from_spec(spec, backend="auto" if self._choose_per_batch else self.backend), self)
 
     def with_special_tokens(self, tokens: Sequence[str] | dict[str, int]) -> "Tokenizer":
         """The same vocabulary with reserved special slots (``<|reserved_special_token_K|>``) given names; no id

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import crayon
 from conftest import corpus_text
+from strategies import tokenizer_text
 from crayon.cartridge import open_cartridge, write_cartridge
 from crayon.errors import VocabularyChangeError
 from crayon.evolution import vocabulary_hash
@@ -98,24 +99,41 @@ def test_extend_keeps_every_old_id_and_special(cl100k, cl100k_extended):
     assert (cl100k_extended.vocabulary_version, cl100k_extended.parent_hash) == (2, vocabulary_hash(cl100k))
 
 
-@pytest.mark.parametrize("corpus", ["big.txt", "multilingual.txt", "python_code.py"])
-def test_text_the_new_tokens_do_not_help_keeps_its_old_tokens(cl100k, cl100k_extended, corpus):
-    """Span by span: the old tokens, unless two adjacent old tokens now join into a new one (then fewer tokens)."""
-    new_ids = set(cl100k_extended.model.token_bytes) - set(cl100k.model.token_bytes)
-    new_tokens = {cl100k_extended.model.token_bytes[i] for i in new_ids}
-    unchanged = changed = 0
-    for span in sorted(set(compile_pattern("cl100k_base").findall(corpus_text(corpus, 60_000)))):
-        before, after = cl100k.encode_ordinary(span), cl100k_extended.encode_ordinary(span)
-        parts = cl100k.decode_tokens_bytes(before)
-        helped = any(left + right in new_tokens for left, right in zip(parts, parts[1:]))
-        if helped:
-            assert len(after) < len(before) and new_ids & set(after)
-            changed += 1
+def assert_old_tokens_kept(old, new, text) -> tuple[int, int]:
+    """Span by span: the old tokens, unless two adjacent old tokens now join into a new one (then fewer tokens).
+    Returns (spans unchanged, spans helped)."""
+    new_tokens = {new.model.token_bytes[i] for i in set(new.model.token_bytes) - set(old.model.token_bytes)}
+    unchanged = helped = 0
+    for span in sorted(set(compile_pattern(old.pattern).findall(text))):
+        before, after = old.encode_ordinary(span), new.encode_ordinary(span)
+        parts = old.decode_tokens_bytes(before)
+        if any(left + right in new_tokens for left, right in zip(parts, parts[1:])):
+            assert len(after) < len(before) and any(token >= old.n_vocab for token in after)
+            helped += 1
         else:
             assert after == before
             unchanged += 1
-        assert cl100k_extended.decode_bytes(after) == span.encode()
-    assert unchanged > 100 and (changed > 0 or corpus != "multilingual.txt")
+        assert new.decode_bytes(after) == span.encode()
+    return unchanged, helped
+
+
+@pytest.mark.parametrize("corpus", ["big.txt", "multilingual.txt", "python_code.py"])
+def test_text_the_new_tokens_do_not_help_keeps_its_old_tokens(cl100k, cl100k_extended, corpus):
+    unchanged, helped = assert_old_tokens_kept(cl100k, cl100k_extended, corpus_text(corpus, 60_000))
+    assert unchanged > 100 and (helped > 0 or corpus != "multilingual.txt")
+
+
+@pytest.fixture(scope="module")
+def english_extended(english):
+    return english.extend(corpus_text("multilingual.txt", 50_000) + corpus_text("python_code.py", 50_000), 300)
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=tokenizer_text)
+def test_generated_text_keeps_its_old_tokens_unless_helped(english, english_extended, text):
+    assert_old_tokens_kept(english, english_extended, text)
+    tokens = english_extended.encode_ordinary(text)
+    assert english_extended.decode(tokens) == text and len(tokens) <= len(english.encode_ordinary(text))
 
 
 def test_extended_cl100k_loads_in_tiktoken_and_hf(cl100k_extended, tmp_path):
@@ -150,6 +168,20 @@ def test_extend_a_tokenizer_json_appends_merges(tmp_path):
     reference = loaded.extend(text, 100, backend="reference")
     assert reference.model.ranks == extended.model.ranks and reference.model.merges == extended.model.merges
     assert len(extended.encode_ordinary(text)) < len(loaded.encode_ordinary(text))
+    tokenizers = pytest.importorskip("tokenizers")
+    extended.export(tmp_path / "extended.json", format="hf")
+    hf = tokenizers.Tokenizer.from_file(str(tmp_path / "extended.json"))
+    sample = text[-5000:] + corpus_text("big.txt", 5000) + "<|endoftext|>"
+    assert hf.encode(sample, add_special_tokens=False).ids == extended.encode(sample, allowed_special="all")
+
+
+def test_extend_a_cartridge_as_the_tokenizer_it_holds(english, tmp_path):
+    english.save(tmp_path / "english.crayon")
+    loaded = crayon.load(tmp_path / "english.crayon")
+    text = corpus_text("multilingual.txt", 30_000)
+    from_cartridge, from_memory = loaded.extend(text, 50), english.extend(text, 50)
+    assert from_cartridge.model.ranks == from_memory.model.ranks
+    assert from_cartridge.parent_hash == from_memory.parent_hash == vocabulary_hash(english)
 
 
 def test_move_special_tokens_puts_new_tokens_after_the_last_ordinary_one(english):
