@@ -113,7 +113,8 @@ def main() -> None:
         change = table[name][columns[1]] / table[name][columns[0]] - 1
         print(f"{name}: extension changes English bytes/token by {change:+.3%}")
     print(f"new ids {new_ids[0]}..{new_ids[-1]} ({len(new_ids)} learned); old ordinary ids {len(old)}, "
-          f"changed {len(changed)}; specials kept: {results['special_tokens_kept']}; tiktoken agrees: {tiktoken_agrees}")
+          f"changed {len(changed)}; specials kept: {results['special_tokens_kept']}; "
+          f"tiktoken agrees: {tiktoken_agrees}")
     print(f"extend {extend_seconds:.2f} s, train from scratch (same merges, same file) {train_seconds:.2f} s")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=2))

@@ -139,10 +139,10 @@ class DriftMonitor:
                 saved_by_source.setdefault(pair, {})[name] = saved
         model = self.tokenizer.model
         best = sorted(pair_savings.items(), key=lambda item: (-item[1], item[0]))[:top_merges]
-        candidates = [
-            Candidate(left, right, model.token_bytes[left] + model.token_bytes[right], saved, saved_by_source[left, right])
-            for (left, right), saved in best
-        ]
+        candidates = []
+        for (left, right), saved in best:
+            token = model.token_bytes[left] + model.token_bytes[right]
+            candidates.append(Candidate(left, right, token, saved, saved_by_source[left, right]))
         return DriftReport(sources, candidates)
 
     def _segment(self, words: list[bytes]) -> tuple[list[int], list[int]]:

@@ -51,7 +51,8 @@ class VocabularyDiff:
 def _entries(tokenizer) -> dict[int, bytes | str]:
     """Every id's token: ordinary tokens as bytes, special and added tokens as their text."""
     entries: dict[int, bytes | str] = dict(tokenizer.model.token_bytes)
-    entries.update({token_id: text for text, token_id in {**tokenizer.added_tokens, **tokenizer.special_tokens}.items()})
+    named = {**tokenizer.added_tokens, **tokenizer.special_tokens}
+    entries.update({token_id: text for text, token_id in named.items()})
     return entries
 
 
@@ -86,8 +87,11 @@ def validate_extension(parent, child, texts: Iterable[str] = ()) -> VocabularyDi
     text and uses no more tokens than the parent."""
     diff = diff_vocabularies(parent, child)
     if diff.breaking:
-        token_id, (before, after) = next(iter(diff.changed.items()), (None, (None, None)))
-        example = f"id {token_id}: {before!r} -> {after!r}" if token_id is not None else f"removed ids {list(diff.removed)[:5]}"
+        if diff.changed:
+            token_id, (before, after) = next(iter(diff.changed.items()))
+            example = f"id {token_id}: {before!r} -> {after!r}"
+        else:
+            example = f"removed ids {list(diff.removed)[:5]}"
         raise VocabularyChangeError(f"the new version changes ids of the old one ({diff.summary()}; {example})")
     if child.parent_hash != vocabulary_hash(parent) or child.vocabulary_version <= parent.vocabulary_version:
         raise VocabularyChangeError(

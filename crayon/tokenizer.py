@@ -178,7 +178,8 @@ class Tokenizer:
             if not isinstance(text, str) or not text:
                 raise ValueError(f"special tokens must be non-empty strings, got {text!r}")
             if text in specials or text in self.added_tokens:
-                raise ValueError(f"{text!r} is already a token of {self.name} (id {specials.get(text, self.added_tokens.get(text))})")
+                existing = specials.get(text, self.added_tokens.get(text))
+                raise ValueError(f"{text!r} is already a token of {self.name} (id {existing})")
             if token_id not in slot_of:
                 raise ValueError(f"id {token_id!r} is not a free reserved special slot of {self.name}")
             del specials[slot_of.pop(token_id)]

@@ -56,7 +56,8 @@ def cl100k_extended(cl100k):
 def assert_same_extension(tokenizer, texts, n_new, first_id):
     options = dict(first_id=first_id, pattern=tokenizer.pattern, special_tokens=list(tokenizer.special_tokens))
     reference = extend_bpe(texts, tokenizer.model, n_new, **options)
-    jit = extend_bpe_jit(texts, tokenizer.model, n_new, encode_spans=tokenizer.engine.encode_spans, workers=1, **options)
+    encode_spans = tokenizer.engine.encode_spans
+    jit = extend_bpe_jit(texts, tokenizer.model, n_new, encode_spans=encode_spans, workers=1, **options)
     assert jit == reference
     return reference
 

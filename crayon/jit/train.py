@@ -114,7 +114,8 @@ def extend_bpe_jit(
     offsets = np.concatenate((offsets, np.full(first_id + 1 - len(offsets), offsets[-1], np.int64)))
     ends = np.cumsum(word_lengths)
     blob = word_bytes.tobytes()
-    tokens = np.asarray(encode_spans([blob[start:end] for start, end in zip((ends - word_lengths).tolist(), ends.tolist())]))
+    starts = (ends - word_lengths).tolist()
+    tokens = np.asarray(encode_spans([blob[start:end] for start, end in zip(starts, ends.tolist())]))
     token_ends = np.cumsum(np.diff(offsets)[tokens])  # a token never crosses a word's end
     token_lengths = np.diff(np.searchsorted(token_ends, ends) + 1, prepend=0)
     several = token_lengths > 1  # a word of one token has no pair to merge
@@ -128,7 +129,7 @@ def extend_bpe_jit(
     pairs = [(int(left), int(right)) for left, right in merges]
     for left, right in pairs:
         vocab.merge(left, right)
-    return Extension([(vocab.token_bytes[left], vocab.token_bytes[right]) for left, right in pairs], vocab.ranks, first_id)
+    return Extension([(vocab.token_bytes[left], vocab.token_bytes[right]) for left, right in pairs], vocab.ranks)
 
 
 # ----------------------------------------------------------------------------------------------- word counts
@@ -435,7 +436,7 @@ def _run_merges(
     vocab_bytes, vocab_offsets = byte_vocabulary() if vocabulary is None else vocabulary
     # One compiled version of the kernel: writable C-contiguous arrays of fixed types, whoever made them.
     token = symbols.astype(np.int64)  # the kernel's own copy, which it overwrites
-    word_lengths, word_weights = (np.require(array, np.int64, requirements="CW") for array in (word_lengths, word_weights))
+    word_lengths, word_weights = (np.require(a, np.int64, requirements="CW") for a in (word_lengths, word_weights))
     vocab_bytes = np.require(vocab_bytes, np.uint8, requirements="CW")
     vocab_offsets = np.require(vocab_offsets, np.int64, requirements="CW")
     progress_cell = np.zeros(1, np.int64)

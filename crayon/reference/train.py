@@ -17,6 +17,9 @@ The rules both trainers follow (and ``crayon.jit.train`` too, merge for merge):
 - **Tie-break.** Each step merges the pair with the highest count; among equal counts, the pair with the
   smallest left id, then the smallest right id. Inside a word, occurrences are merged left to right
   ("aaa" -> "aa" "a").
+- **Extension** (``extend_bpe``). Training can go on from an existing vocabulary: each word is first
+  encoded by it, then merging continues from those tokens under the rules above; the new tokens get ids from
+  a given first id on, and no existing id changes.
 - **Stopping.** Training stops when learned tokens plus special tokens reach ``vocab_size``, or earlier when
   no adjacent pair is left (then fewer tokens are returned). An empty corpus gives the 256 byte tokens
   (plus the special tokens); it is not an error.
@@ -299,11 +302,10 @@ def learn_merges(
 @dataclass
 class Extension:
     """Tokens learned on top of an existing vocabulary: the new merges in order (as bytes) and the ranks of
-    the old tokens (unchanged) plus the new ones (ids from ``first_id`` on, in the order learned)."""
+    the old tokens (unchanged) plus the new ones (in the order learned)."""
 
     merges: list[tuple[bytes, bytes]]
     ranks: dict[bytes, int]
-    first_id: int
 
 
 def check_extension(model: BytePairModel, n_new_tokens: int, first_id: int) -> None:
@@ -315,7 +317,9 @@ def check_extension(model: BytePairModel, n_new_tokens: int, first_id: int) -> N
         raise ValueError(f"new tokens must get ids after the last token id {last_id}, not from {first_id}")
     missing = [byte for byte in range(N_BYTES) if bytes([byte]) not in model.ranks]
     if missing:
-        raise ValueError(f"only byte-level BPE vocabularies can be extended; byte {bytes(missing[:1])!r} has no token")
+        raise ValueError(
+            f"only byte-level BPE vocabularies can be extended; byte {bytes(missing[:1])!r} has no token"
+        )
 
 
 def segment_words(word_counts: dict[bytes, int], model: BytePairModel) -> dict[tuple[int, ...], int]:
@@ -339,13 +343,17 @@ def extend_bpe(
 ) -> Extension:
     """Continue BPE training from ``model``: learn up to ``n_new_tokens`` new tokens on ``texts``.
 
-    ``pattern``: the vocabulary's own pre-tokenization (see ``count_words``); ``special_tokens``: text
-    cut out first, as in training. Each word of the texts is first encoded by the existing vocabulary; merging then goes on from those
-    tokens exactly as in ``train_bpe`` (same counts, tie-break and id reuse: a merge whose bytes are already a
-    token adds no id). New tokens get the ids ``first_id, first_id + 1, ...``; no existing id changes.
-    Fewer tokens are learned when no adjacent pair is left."""
+    ``pattern``: the vocabulary's own pre-tokenization (see ``count_words``); ``special_tokens``: text cut
+    out first, as in training. Each word of the texts is first encoded by the existing vocabulary; merging
+    then goes on from those tokens exactly as in ``train_bpe`` (same counts, tie-break and id reuse: a merge
+    whose bytes are already a token adds no id). New tokens get the ids ``first_id, first_id + 1, ...``; no
+    existing id changes. Fewer tokens are learned when no adjacent pair is left.
+
+    Example: a model whose ranks hold the bytes and b"ab", extended on "abc abc" by one token from id 300:
+    the words "abc" and " abc" are encoded [ab, c] and [" ", ab, c]; (ab, c) occurs twice, so b"abc" gets 300.
+    """
     check_extension(model, n_new_tokens, first_id)
     words = segment_words(count_words(texts, pattern, special_tokens), model)
     vocab = Vocabulary(model.token_bytes, next_id=first_id)
     merges = learn_merges(words, vocab, len(vocab.ranks) + n_new_tokens)
-    return Extension([(vocab.token_bytes[left], vocab.token_bytes[right]) for left, right in merges], vocab.ranks, first_id)
+    return Extension([(vocab.token_bytes[left], vocab.token_bytes[right]) for left, right in merges], vocab.ranks)
