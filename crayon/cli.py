@@ -150,15 +150,18 @@ def _warmup(args: argparse.Namespace) -> None:
 def _diff(args: argparse.Namespace) -> None:
     """List the tokens added, removed and moved from vocabulary A to B; exit 1 when an id of A changed."""
     import crayon
+    from crayon.evolution import token_label
     from crayon.staging import diff_vocabularies
 
     a, b = (crayon.load(source, pattern=args.pattern, backend="reference") for source in (args.a, args.b))
     diff = diff_vocabularies(a, b)
     sections = [
-        ("added", [f"{i}\t{token!r}" for i, token in sorted(diff.added.items())]),
-        ("removed", [f"{i}\t{token!r}" for i, token in sorted(diff.removed.items())]),
-        ("moved", [f"{old} -> {new}\t{token!r}" for token, (old, new) in sorted(diff.moved.items(), key=lambda m: m[1])]),
-        ("changed", [f"{i}\t{old!r} -> {new!r}" for i, (old, new) in sorted(diff.changed.items())]),
+        ("added", [f"{i}\t{token_label(token)}" for i, token in sorted(diff.added.items())]),
+        ("removed", [f"{i}\t{token_label(token)}" for i, token in sorted(diff.removed.items())]),
+        ("moved", [f"{old} -> {new}\t{token_label(token)}"
+                   for token, (old, new) in sorted(diff.moved.items(), key=lambda item: item[1])]),
+        ("changed", [f"{i}\t{token_label(old)} -> {token_label(new)}"
+                     for i, (old, new) in sorted(diff.changed.items())]),
         ("filled reserved slots", [f"{i}\t{old} -> {new}" for i, (old, new) in sorted(diff.filled.items())]),
     ]
     print(f"{args.a} -> {args.b}: {diff.summary()}")

@@ -35,6 +35,17 @@ def is_reserved_special_token(token: str) -> bool:
     return _RESERVED.fullmatch(token) is not None
 
 
+def token_label(token: bytes | str) -> str:
+    """A token for people: its text where its bytes are UTF-8 (``'ות'``), else its bytes (``b'\\xe0\\xb8'``,
+    part of a character); a special token's text as is."""
+    if isinstance(token, str):
+        return token
+    try:
+        return repr(token.decode("utf-8"))
+    except UnicodeDecodeError:
+        return repr(token)
+
+
 def reserved_slots(special_tokens: dict[str, int], count: int, first_id: int) -> dict[str, int]:
     """``count`` new reserved slots with ids from ``first_id``, numbered after the reserved names in use."""
     if count < 0:

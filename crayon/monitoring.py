@@ -20,7 +20,7 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-from crayon.evolution import word_splitter
+from crayon.evolution import token_label, word_splitter
 
 __all__ = ["Candidate", "DriftMonitor", "DriftReport", "SourceDrift", "drift"]
 
@@ -37,11 +37,8 @@ class Candidate:
 
     @property
     def label(self) -> str:
-        """The merged token as text, or as ``bytes`` repr where it is part of a character (not valid UTF-8)."""
-        try:
-            return repr(self.token_bytes.decode("utf-8"))
-        except UnicodeDecodeError:
-            return repr(self.token_bytes)
+        """The merged token as text, or as bytes where it is part of a character (``token_label``)."""
+        return token_label(self.token_bytes)
 
 
 @dataclass

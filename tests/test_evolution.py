@@ -286,7 +286,7 @@ def test_cli_diff_exits_non_zero_when_an_id_changes(english, tmp_path, capsys):
         main(["diff", str(tmp_path / "a.crayon"), str(tmp_path / "c.crayon")])
     assert exit_info.value.code == 1
     captured = capsys.readouterr()
-    assert "699 -> 704\t'<|endoftext|>'" in captured.out and "would break" in captured.err
+    assert "699 -> 704\t<|endoftext|>" in captured.out and "would break" in captured.err
 
 
 def test_promote_validates_keeps_the_parent_and_rolls_back(english, tmp_path, monkeypatch):
