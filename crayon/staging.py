@@ -19,7 +19,7 @@ from typing import Iterable
 from crayon.errors import VocabularyChangeError
 from crayon.evolution import is_reserved_special_token, vocabulary_hash
 from crayon.loading import CARTRIDGE_SUFFIX, load_cartridge
-from crayon.profiles import OPENAI_ENCODINGS, cache_dirs, profile_dirs
+from crayon.profiles import OPENAI_ENCODINGS, cache_dirs, profile_dirs, shipped_profiles_dir
 
 __all__ = ["VocabularyDiff", "diff_vocabularies", "promote", "rollback", "validate_extension"]
 
@@ -122,17 +122,18 @@ def promote(tokenizer, profile: str, *, texts: Iterable[str] = (), folder: str |
     """Make ``tokenizer`` the profile ``profile``, after validating it against the current one (if any); the
     current one stays loadable as ``profile@vK``. Returns the profile's path. ``folder``: where a new profile
     is written (default: the first profile cache folder, ``$CRAYON_PROFILE_DIR`` where set)."""
-    if profile in OPENAI_ENCODINGS or not profile or any(c in profile for c in "./@" + os.sep):
-        raise ValueError(f"choose a new profile name for an evolved vocabulary, not {profile!r} "
-                         "(no '.', '/', '@'; not a built-in encoding)")
-    texts = list(texts)
     current_path = _profile_path(profile)
+    shipped = current_path is not None and current_path.parent == shipped_profiles_dir()
+    if profile in OPENAI_ENCODINGS or shipped or not profile or any(c in profile for c in "./@" + os.sep):
+        raise ValueError(f"choose a new profile name for an evolved vocabulary, not {profile!r} "
+                         "(no '.', '/', '@'; not a built-in encoding or a profile shipped with crayon)")
+    texts = list(texts)
     target = Path(folder) if folder is not None else (current_path.parent if current_path else cache_dirs()[0])
     target.mkdir(parents=True, exist_ok=True)
     if current_path is not None:
         current = load_cartridge(current_path)
         validate_extension(current, tokenizer, texts)
-        kept = _versioned(current_path.parent, profile, current.vocabulary_version)
+        kept = _versioned(target, profile, current.vocabulary_version)
         if not kept.exists():
             _copy_atomically(current_path, kept)
     staged = Path(tempfile.mkdtemp(prefix=f".{profile}.", dir=target)) / f"{profile}{CARTRIDGE_SUFFIX}"

@@ -307,5 +307,6 @@ def test_promote_validates_keeps_the_parent_and_rolls_back(english, tmp_path, mo
     rollback("mine")
     assert vocabulary_hash(crayon.load("mine")) == vocabulary_hash(v1)
     assert vocabulary_hash(crayon.load("mine@v2")) == vocabulary_hash(v2)
-    with pytest.raises(ValueError, match="new profile name"):
-        promote(v2, "cl100k_base")
+    for taken in ["cl100k_base", "lite", "a.b"]:  # an OpenAI encoding, a shipped profile, a file name
+        with pytest.raises(ValueError, match="new profile name"):
+            promote(v2, taken)
