@@ -4,7 +4,9 @@ from crayon.errors import (
     BackendUnavailableError,
     CartridgeError,
     CrayonError,
+    PatternCoverageWarning,
     SpecialTokenError,
+    TrainingWarning,
     UnknownTokenError,
     UnsupportedComponentError,
 )
@@ -27,5 +29,7 @@ __all__ = [
     "SpecialTokenError",
     "UnknownTokenError",
     "UnsupportedComponentError",
+    "PatternCoverageWarning",
+    "TrainingWarning",
 ]
 __version__ = "0.1.0"

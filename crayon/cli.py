@@ -9,9 +9,11 @@ from pathlib import Path
 
 def _train(args: argparse.Namespace) -> None:
     import crayon
+    from crayon.loading import check_writable
 
+    check_writable(args.output)  # before minutes of training, not after
     tok = crayon.train(
-        [Path(p) for p in args.files],
+        files=args.files,
         vocab_size=args.vocab_size,
         pattern=args.pattern,
         special_tokens=tuple(args.special),

@@ -26,3 +26,11 @@ class UnknownTokenError(CrayonError, KeyError):
 
 class SpecialTokenError(CrayonError, ValueError):
     """Text contains a special token the caller did not allow (tiktoken raises ValueError here too)."""
+
+
+class PatternCoverageWarning(UserWarning):
+    """A custom pre-tokenization regex does not match every character: the text it skips is not encoded."""
+
+
+class TrainingWarning(UserWarning):
+    """Training ended below the requested vocabulary size (the corpus has no more pairs to merge)."""

@@ -5,15 +5,23 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import operator
+import warnings
 from typing import AbstractSet, Callable, Collection, Literal, Sequence
 
 import numpy as np
 
-from crayon.errors import BackendUnavailableError, SpecialTokenError, UnknownTokenError
+from crayon.errors import BackendUnavailableError, PatternCoverageWarning, SpecialTokenError, UnknownTokenError
 from crayon.formats.spec import TokenizerSpec
+from crayon.patterns import pattern_name
 from crayon.reference.bpe import BytePairModel
 from crayon.reference.engine import Engine, ReferenceEngine
-from crayon.reference.pretokenize import PatternSpanner, special_token_regex, split_specials
+from crayon.reference.pretokenize import (
+    COVERAGE_SAMPLE,
+    PatternSpanner,
+    dropped_text,
+    special_token_regex,
+    split_specials,
+)
 
 BACKENDS = ("reference", "jit", "cuda", "auto")
 _ENGINE_MODULES = {"jit": "crayon.jit.engine", "cuda": "crayon.gpu.engine"}
@@ -59,6 +67,18 @@ def _token_list(tokens: Sequence[int]) -> Sequence[int]:
     if isinstance(tokens, (int, str, bytes)) or not hasattr(tokens, "__iter__"):
         raise TypeError(f"expected a sequence of token ids, got {type(tokens).__name__}: to decode one token, pass [token]")
     return tokens
+
+
+def warn_if_lossy(pattern: str) -> None:
+    """Warn (``PatternCoverageWarning``) when a pattern skips characters of ``COVERAGE_SAMPLE``."""
+    dropped = dropped_text(pattern, COVERAGE_SAMPLE)
+    if dropped:
+        warnings.warn(
+            f"the pattern {pattern!r} skips text: {[piece for _, piece in dropped[:5]]} of a sample text would be "
+            f"dropped by encode; make the regex match every character (tok.check_pattern(text) checks a text)",
+            PatternCoverageWarning,
+            stacklevel=3,
+        )
 
 
 def _checked_token_table(argument: str, table: dict[str, int] | None) -> dict[str, int]:
@@ -114,6 +134,8 @@ class Tokenizer:
         self._model = model if not callable(model) else None
         self._build_model = model if callable(model) else None
         self.pattern = None if pattern is None else PatternSpanner(pattern).pattern
+        if self.pattern is not None and pattern_name(self.pattern) is None:
+            warn_if_lossy(self.pattern)
         self.normalizer = normalizer
         self.pretokenizer = pretokenizer or PatternSpanner(pattern)
         self._special_tokens = _checked_token_table("special_tokens", special_tokens)
@@ -295,6 +317,20 @@ class Tokenizer:
                     f"`disallowed_special=()` to encode it as ordinary text."
                 )
         return allowed
+
+    def check_pattern(self, text: str) -> None:
+        """Raise ValueError if the pre-tokenization pattern skips any of ``text``: ``encode`` keeps only the
+        text its regex matches (as tiktoken does), so a custom regex that skips characters loses them. The
+        named patterns match every character; a tokenizer without a pattern (an HF pipeline) is not checked."""
+        if self.pattern is None:
+            return
+        dropped = dropped_text(self.pattern, _as_utf8_safe(text))
+        if dropped:
+            offset, piece = dropped[0]
+            raise ValueError(
+                f"the pattern of {self.name} skips {sum(len(p) for _, p in dropped)} characters of this text, "
+                f"the first {piece[:40]!r} at offset {offset}: encode would drop them"
+            )
 
     # decoding --------------------------------------------------------------------------------------
 
