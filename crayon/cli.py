@@ -9,9 +9,12 @@ from pathlib import Path
 
 def _train(args: argparse.Namespace) -> None:
     import crayon
-    from crayon.loading import check_writable
+    from crayon.cartridge import check_writable
 
-    check_writable(args.output)  # before minutes of training, not after
+    try:
+        check_writable(args.output)  # before minutes of training, not after
+    except OSError as error:
+        raise SystemExit(f"crayon train: {error.strerror}") from None
     tok = crayon.train(
         files=args.files,
         vocab_size=args.vocab_size,
@@ -20,8 +23,7 @@ def _train(args: argparse.Namespace) -> None:
         progress=not args.quiet,
         name=args.name or Path(args.output).stem,
     )
-    tok.save(args.output)
-    print(f"wrote {args.output}: {tok.n_vocab} tokens")
+    print(f"wrote {tok.save(args.output)}: {tok.n_vocab} tokens")
 
 
 def _compile(args: argparse.Namespace) -> None:

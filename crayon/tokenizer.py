@@ -367,11 +367,12 @@ class Tokenizer:
 
     # files -----------------------------------------------------------------------------------------
 
-    def save(self, path) -> None:
-        """Write a cartridge: one file that ``crayon.load(path)`` maps back in under a millisecond."""
+    def save(self, path):
+        """Write a cartridge: one file that ``crayon.load(path)`` maps back in under a millisecond. ``.crayon`` is
+        appended to a path without it; the path written is returned."""
         from crayon.saving import save_cartridge
 
-        save_cartridge(self, path)
+        return save_cartridge(self, path)
 
     def export(self, path, format: Literal["tiktoken", "hf"] = "tiktoken") -> None:
         """Write the vocabulary for another library: a ``.tiktoken`` ranks file (load it in tiktoken with
