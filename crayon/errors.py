@@ -9,6 +9,10 @@ class CartridgeError(CrayonError, ValueError):
     """A cartridge file is missing, truncated, corrupt or of an unknown version."""
 
 
+class FormatError(CrayonError, ValueError):
+    """A vocabulary or tokenizer file (``.tiktoken``, ``tokenizer.json``) is malformed."""
+
+
 class BackendUnavailableError(CrayonError, RuntimeError):
     """The requested backend ("jit", "cuda") cannot run here; the message says what is missing."""
 
