@@ -4,7 +4,10 @@ from crayon.errors import (
     BackendUnavailableError,
     CartridgeError,
     CrayonError,
+    FormatError,
+    PatternCoverageWarning,
     SpecialTokenError,
+    TrainingWarning,
     UnknownTokenError,
     UnsupportedComponentError,
 )
@@ -28,9 +31,12 @@ __all__ = [
     "WordTokenizer",
     "CrayonError",
     "CartridgeError",
+    "FormatError",
     "BackendUnavailableError",
     "SpecialTokenError",
     "UnknownTokenError",
     "UnsupportedComponentError",
+    "PatternCoverageWarning",
+    "TrainingWarning",
 ]
 __version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it)

@@ -152,7 +152,12 @@ def _count_with_spanner(chunks: Iterator[str], pattern_id: int, special_tokens: 
     if workers == 1:
         return count_chunks()
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        bags = [future.result() for future in [pool.submit(count_chunks) for _ in range(workers)]]
+        futures = [pool.submit(count_chunks) for _ in range(workers)]
+        try:
+            bags = [future.result() for future in futures]
+        except BaseException:  # Ctrl-C: the threads stop after their chunk, not after the corpus
+            failed.set()
+            raise
     for bag in bags[1:]:
         bags[0].add_bag(bag)
     return bags[0]
@@ -372,22 +377,30 @@ def _bag_add_bag(word_bytes, words, table, sizes, other_bytes, other_words, othe
 
 
 def _run_merges(arrays: tuple[np.ndarray, np.ndarray, np.ndarray], n_tokens: int, progress: bool) -> np.ndarray:
-    """Run ``learn_merges``; with ``progress``, in a thread while a bar follows its token count."""
-    progress_cell = np.zeros(1, np.int64)
+    """Run ``learn_merges`` in a thread while this one follows its token count (a bar with ``progress``) and
+    stops it on Ctrl-C.
+
+    The words can make at most one token per byte beyond the first of each word, so no more is allocated."""
+    progress_cell = np.zeros(2, np.int64)  # token count, stop request
     # One compiled version of the kernel: writable C-contiguous arrays, whoever made them.
     symbols, word_lengths, word_weights = (np.require(array, requirements="CW") for array in arrays)
     if symbols.size >= 2**31:  # positions are int32 in the kernel
         raise ValueError(f"the distinct words hold {symbols.size} bytes; training supports fewer than 2**31")
-    if not progress:
-        return learn_merges(symbols, word_lengths, word_weights, n_tokens, progress_cell)
-    bar = _progress_bar(True, "merging", total=n_tokens - N_BYTES, unit="token")
+    n_tokens = min(n_tokens, N_BYTES + symbols.size - word_lengths.size)
+    bar = _progress_bar(progress, "merging", total=n_tokens - N_BYTES, unit="token")
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         future = pool.submit(learn_merges, symbols, word_lengths, word_weights, n_tokens, progress_cell)
-        while concurrent.futures.wait([future], timeout=0.2).not_done:
-            bar.update(int(progress_cell[0]) - N_BYTES - bar.n)
+        try:
+            while concurrent.futures.wait([future], timeout=0.1).not_done:
+                if bar is not None:
+                    bar.update(int(progress_cell[0]) - N_BYTES - bar.n)
+        except BaseException:
+            progress_cell[1] = 1
+            raise
         merges = future.result()
-    bar.update(int(progress_cell[0]) - N_BYTES - bar.n)
-    bar.close()
+    if bar is not None:
+        bar.update(int(progress_cell[0]) - N_BYTES - bar.n)
+        bar.close()
     return merges
 
 
@@ -605,7 +618,7 @@ def learn_merges(symbols, word_lengths, word_weights, n_tokens_wanted, progress_
 
     ``symbols``: the words' bytes end to end (uint8); ``word_lengths``, ``word_weights``: each word's length
     and count. Returns the merges as an int64 array of (left id, right id) rows, in order. Writes the token
-    count to ``progress_cell[0]`` as it goes.
+    count to ``progress_cell[0]`` as it goes and stops early once ``progress_cell[1]`` is set.
     """
     n_positions = symbols.shape[0]
     token = symbols.astype(np.int64)  # token id at each position, -1 once merged into its left neighbour
@@ -657,7 +670,7 @@ def learn_merges(symbols, word_lengths, word_weights, n_tokens_wanted, progress_
     n_merges = np.int64(0)
     positions = np.empty(16, np.int64)
     grown = np.empty(16, np.int64)
-    while n_tokens < n_tokens_wanted and heap_size > 0:
+    while n_tokens < n_tokens_wanted and heap_size > 0 and progress_cell[1] == 0:
         count, pair, heap_size = _heap_pop(heap, heap_size, pairs)
         true_count = pairs[pair, _COUNT]
         if count != true_count:  # stale entry
