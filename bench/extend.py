@@ -2,9 +2,9 @@
 
 One run, with the public calls a user writes:
 
-- ``tok = crayon.load("cl100k_base")``; ``extended = tok.extend(Path("multilingual.txt"), N)`` (the jit trainer:
+- ``tok = crayon.load("cl100k_base")``; ``tok.extend(files=["multilingual.txt"], n_new_tokens=N)`` (the jit trainer:
   words counted from the file, encoded by cl100k's jit engine, merged on from cl100k's 100,256 tokens);
-- a fresh vocabulary of the same added size, ``crayon.train(Path("multilingual.txt"), vocab_size=256 + N + 1)``
+- a fresh vocabulary of the same added size, ``crayon.train(files=["multilingual.txt"], vocab_size=256 + N + 1)``
   (the 256 byte tokens, N learned, ``<|endoftext|>``), for the compression a vocabulary made for the corpus gets;
 - bytes per token (UTF-8 bytes / tokens of ``encode_ordinary``) of cl100k, the extension and the fresh
   vocabulary on the multilingual corpus (in-sample: the whole file, as trained) and, as a check on
@@ -61,13 +61,14 @@ def main() -> None:
     train_part, held_out = "".join(lines[:cut]), "".join(lines[cut:])
 
     cl100k = crayon.load("cl100k_base")
-    cl100k.extend(text[:20_000], 10)  # compile (or load from Numba's cache) the kernels before timing
-    crayon.train(text[:20_000], vocab_size=300, progress=False)
+    # compile (or load from Numba's cache) the kernels before timing
+    cl100k.extend(texts=[text[:20_000]], n_new_tokens=10)
+    crayon.train(texts=[text[:20_000]], vocab_size=300, progress=False)
 
-    extended, extend_seconds = timed(lambda: cl100k.extend(corpus, n_new))
-    fresh, train_seconds = timed(lambda: crayon.train(corpus, vocab_size=256 + n_new + 1, progress=False))
-    extended_90 = cl100k.extend(train_part, n_new)
-    fresh_90 = crayon.train(train_part, vocab_size=256 + n_new + 1, progress=False)
+    extended, extend_seconds = timed(lambda: cl100k.extend(files=[corpus], n_new_tokens=n_new))
+    fresh, train_seconds = timed(lambda: crayon.train(files=[corpus], vocab_size=256 + n_new + 1, progress=False))
+    extended_90 = cl100k.extend(texts=[train_part], n_new_tokens=n_new)
+    fresh_90 = crayon.train(texts=[train_part], vocab_size=256 + n_new + 1, progress=False)
 
     old = cl100k.model.token_bytes
     changed = [i for i, token in old.items() if extended.decode_single_token_bytes(i) != token]

@@ -61,7 +61,7 @@ def _train(args: argparse.Namespace) -> None:
     if missing:
         raise UsageError(f"not a file: {', '.join(missing)}")
     tok = crayon.train(
-        [Path(p) for p in args.files],
+        files=args.files,
         vocab_size=args.vocab_size,
         pattern=args.pattern,
         special_tokens=tuple(args.special if args.special is not None else ["<|endoftext|>"]),

@@ -20,10 +20,11 @@ import os
 import re
 from typing import Iterable
 
+from crayon.corpus import documents, read_documents
 from crayon.formats.spec import TokenizerSpec
 from crayon.reference.bpe import BytePairModel
 from crayon.reference.pretokenize import PatternSpanner
-from crayon.reference.train import extend_bpe, iter_documents
+from crayon.reference.train import extend_bpe
 
 RESERVED_SPECIAL_TOKEN = "<|reserved_special_token_{}|>"
 _RESERVED = re.compile(r"<\|reserved_special_token_(\d+)\|>")
@@ -57,20 +58,22 @@ def reserved_slots(special_tokens: dict[str, int], count: int, first_id: int) ->
 
 def extended_spec(
     tokenizer,
-    corpus: str | os.PathLike | Iterable[str | os.PathLike],
     n_new_tokens: int,
     *,
+    files: Iterable[str | os.PathLike] | None = None,
+    texts: Iterable[str] | None = None,
     backend: str = "auto",
     reserved_special_tokens: int = 0,
     move_special_tokens: bool = False,
     progress: bool = False,
 ) -> TokenizerSpec:
     """The parts of ``tokenizer`` (a ``crayon.Tokenizer``) extended by up to ``n_new_tokens`` BPE tokens learned
-    on ``corpus`` (``Tokenizer.extend`` documents the options)."""
+    on ``files`` and ``texts`` (``Tokenizer.extend`` documents the options)."""
     if tokenizer.algorithm != "bpe":
         raise ValueError(f"{tokenizer.name} encodes by {tokenizer.algorithm} match; only BPE vocabularies extend")
     if backend not in EXTEND_BACKENDS:
         raise ValueError(f"extension runs on backend {', '.join(map(repr, EXTEND_BACKENDS))}, not {backend!r}")
+    stream = documents(files, texts, caller="Tokenizer.extend")
     model = tokenizer.model
     options = dict(
         first_id=max(model.token_bytes, default=-1) + 1 if move_special_tokens else tokenizer.n_vocab,
@@ -78,12 +81,12 @@ def extended_spec(
         special_tokens=[*tokenizer.special_tokens, *tokenizer.added_tokens],  # never learned from, as in training
     )
     if backend == "reference":
-        extension = extend_bpe(iter_documents(corpus), model, n_new_tokens, **options)
+        extension = extend_bpe(read_documents(stream), model, n_new_tokens, **options)
     else:
         from crayon.jit.engine import make_engine
         from crayon.jit.train import extend_bpe_jit
 
-        extension = extend_bpe_jit(corpus, model, n_new_tokens, encode_spans=make_engine(tokenizer).encode_spans,
+        extension = extend_bpe_jit(stream, model, n_new_tokens, encode_spans=make_engine(tokenizer).encode_spans,
                                    progress=progress, **options)
     merges = None if model.merges is None else model.merges + extension.merges
     new_model = BytePairModel(extension.ranks, merges, ignore_merges=model.whole_span_lookup)

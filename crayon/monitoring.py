@@ -20,6 +20,7 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
+from crayon.corpus import documents
 from crayon.evolution import token_label, word_splitter
 
 __all__ = ["Candidate", "DriftMonitor", "DriftReport", "SourceDrift", "drift"]
@@ -104,11 +105,14 @@ class DriftMonitor:
         self._splitter = word_splitter(tokenizer)
         self._cut_out = [*tokenizer.special_tokens, *tokenizer.added_tokens]
 
-    def update(self, source: str, texts: str | os.PathLike | Iterable[str | os.PathLike]) -> None:
-        """Count the words of ``texts`` (a text, a UTF-8 file, or an iterable of both) under ``source``."""
+    def update(
+        self, source: str, *, texts: Iterable[str] | None = None, files: Iterable[str | os.PathLike] | None = None
+    ) -> None:
+        """Count the words of ``texts=[str, ...]`` and/or ``files=[paths]`` (UTF-8) under ``source``."""
         from crayon.jit.train import count_words_jit
 
-        word_bytes, lengths, counts = count_words_jit(texts, self._splitter, self._cut_out, workers=1)
+        stream = documents(files, texts, caller="DriftMonitor.update")
+        word_bytes, lengths, counts = count_words_jit(stream, self._splitter, self._cut_out, workers=1)
         blob, ends = word_bytes.tobytes(), np.cumsum(lengths).tolist()
         words = self.word_counts.setdefault(source, Counter())
         for start, end, count in zip([0, *ends[:-1]], ends, counts.tolist()):
@@ -173,7 +177,7 @@ def _pair_savings(words: Mapping[bytes, int], tokens_of: Mapping[bytes, list[int
 
 def drift(
     tokenizer,
-    texts_by_source: Mapping[str, str | os.PathLike | Iterable[str | os.PathLike]],
+    texts_by_source: Mapping[str, Iterable[str]],
     *,
     baseline: float | Mapping[str, float] | DriftReport | None = None,
     top_spans: int = 10,
@@ -181,8 +185,8 @@ def drift(
 ) -> DriftReport:
     """How well ``tokenizer`` compresses each source's texts against ``baseline``, its worst spans and the
     candidate merges that would help most (see the module docstring). ``texts_by_source`` maps a source's
-    name to a text, a UTF-8 file or an iterable of both."""
+    name to its texts (a list of ``str``; ``DriftMonitor.update`` also reads files)."""
     monitor = DriftMonitor(tokenizer, baseline=baseline)
     for source, texts in texts_by_source.items():
-        monitor.update(source, texts)
+        monitor.update(source, texts=texts)
     return monitor.report(top_spans=top_spans, top_merges=top_merges)

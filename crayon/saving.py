@@ -8,10 +8,11 @@ a longest-match tokenizer's holds its vocabulary and DAT. ``crayon.loading.load_
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 
-from crayon.cartridge import vocab_sections, write_cartridge
+from crayon.cartridge import check_writable, vocab_sections, write_cartridge
 
 __all__ = ["CARTRIDGE_SECTION", "save_cartridge"]
 
@@ -24,8 +25,10 @@ CARTRIDGE_SECTION = {
 }
 
 
-def save_cartridge(tokenizer, path: str | os.PathLike, *, source: dict | None = None) -> None:
-    """Write ``tokenizer`` (a ``crayon.Tokenizer``) as a cartridge (see the module docstring)."""
+def save_cartridge(tokenizer, path: str | os.PathLike, *, source: dict | None = None) -> Path:
+    """Write ``tokenizer`` (a ``crayon.Tokenizer``) as a cartridge (see the module docstring); return the path
+    written: ``path``, with ``.crayon`` appended when it lacks it."""
+    path = check_writable(path)
     metadata = {
         "name": tokenizer.name,
         "algorithm": tokenizer.algorithm,
@@ -59,3 +62,4 @@ def save_cartridge(tokenizer, path: str | os.PathLike, *, source: dict | None = 
                 [(model.ranks[left], model.ranks[right]) for left, right in model.merges], dtype=np.int32
             ).reshape(-1, 2)
     write_cartridge(path, metadata, sections)
+    return path

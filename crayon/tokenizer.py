@@ -4,15 +4,25 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from typing import AbstractSet, Callable, Collection, Literal, Sequence
+import operator
+import os
+import warnings
+from typing import AbstractSet, Callable, Collection, Iterable, Literal, Sequence
 
 import numpy as np
 
-from crayon.errors import BackendUnavailableError, SpecialTokenError, UnknownTokenError
+from crayon.errors import BackendUnavailableError, PatternCoverageWarning, SpecialTokenError, UnknownTokenError
 from crayon.formats.spec import TokenizerSpec
+from crayon.patterns import pattern_name
 from crayon.reference.bpe import BytePairModel
 from crayon.reference.engine import Engine, ReferenceEngine
-from crayon.reference.pretokenize import PatternSpanner, special_token_regex, split_specials
+from crayon.reference.pretokenize import (
+    COVERAGE_SAMPLE,
+    PatternSpanner,
+    dropped_text,
+    special_token_regex,
+    split_specials,
+)
 
 BACKENDS = ("reference", "jit", "cuda", "auto")
 _ENGINE_MODULES = {"jit": "crayon.jit.engine", "cuda": "crayon.gpu.engine"}
@@ -34,12 +44,65 @@ def make_engine(tokenizer: "Tokenizer", backend: str) -> Engine:
 
 
 def _as_utf8_safe(text: str) -> str:
-    """Replace lone surrogates with U+FFFD, as tiktoken does, so the text has a UTF-8 encoding."""
+    """Replace lone surrogates with U+FFFD, as tiktoken does, so the text has a UTF-8 encoding; refuse a
+    text that is not a ``str`` with TypeError, as tiktoken does (bytes are decoded by the caller, not guessed)."""
+    if not isinstance(text, str):
+        fix = " (decode bytes first: data.decode('utf-8'))" if isinstance(text, (bytes, bytearray)) else ""
+        raise TypeError(f"expected a str to encode, got {type(text).__name__}{fix}")
     try:
         text.encode("utf-8")
         return text
     except UnicodeEncodeError:
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _text_list(texts: Sequence[str]) -> Sequence[str]:
+    """The texts of a batch call; a lone str (which would be encoded character by character) is refused."""
+    if isinstance(texts, (str, bytes)):
+        raise TypeError(f"expected a list of texts, got a {type(texts).__name__}: to encode one text, pass [text]")
+    return texts
+
+
+def _token_list(tokens: Sequence[int]) -> Sequence[int]:
+    """The tokens of a decode call; a lone int is refused, as in tiktoken."""
+    if isinstance(tokens, (int, str, bytes)) or not hasattr(tokens, "__iter__"):
+        raise TypeError(f"expected a sequence of token ids, got {type(tokens).__name__}: to decode one token, pass [token]")
+    return tokens
+
+
+def warn_if_lossy(pattern: str) -> None:
+    """Warn (``PatternCoverageWarning``) when a pattern skips characters of ``COVERAGE_SAMPLE``."""
+    dropped = dropped_text(pattern, COVERAGE_SAMPLE)
+    if dropped:
+        warnings.warn(
+            f"the pattern {pattern!r} skips text: {[piece for _, piece in dropped[:5]]} of a sample text would be "
+            f"dropped by encode; make the regex match every character (tok.check_pattern(text) checks a text)",
+            PatternCoverageWarning,
+            stacklevel=3,
+        )
+
+
+def _checked_token_table(argument: str, table: dict[str, int] | None) -> dict[str, int]:
+    """``special_tokens`` / ``added_tokens`` as a dict of non-empty str -> int id >= 0, or a ValueError."""
+    if table is None:
+        return {}
+    if not isinstance(table, dict):
+        raise TypeError(f"{argument} must be a dict of token text -> id, not {type(table).__name__}")
+    for text, token_id in table.items():
+        if not isinstance(text, str) or not text:
+            raise ValueError(f"{argument}: {text!r} is not a token (a non-empty str)")
+        if not isinstance(token_id, int) or isinstance(token_id, bool) or token_id < 0:
+            raise ValueError(f"{argument}: {text!r} has id {token_id!r}; ids are integers >= 0")
+    return {text: int(token_id) for text, token_id in table.items()}
+
+
+def _special_set_error(argument: str, value) -> str:
+    """The TypeError message for an ``allowed_special`` / ``disallowed_special`` that is not "all" or a set."""
+    fix = f"{{{value!r}}}" if isinstance(value, str) else "{...}"
+    return (
+        f"{argument} must be 'all' or a set of special tokens, not {type(value).__name__} {value!r}; "
+        f"write {argument}={fix}"
+    )
 
 
 class Tokenizer:
@@ -72,12 +135,15 @@ class Tokenizer:
         self._model = model if not callable(model) else None
         self._build_model = model if callable(model) else None
         self.pattern = None if pattern is None else PatternSpanner(pattern).pattern
+        if self.pattern is not None and pattern_name(self.pattern) is None:
+            warn_if_lossy(self.pattern)
         self.normalizer = normalizer
         self.pretokenizer = pretokenizer or PatternSpanner(pattern)
-        self.added_tokens = dict(added_tokens or {})
-        self._set_special_tokens(dict(special_tokens or {}))
+        self.added_tokens = _checked_token_table("added_tokens", added_tokens)
+        self._set_special_tokens(_checked_token_table("special_tokens", special_tokens))
         n_tokens = len(tables["token_offsets"]) - 1 if tables is not None else 1 + max(self.model.token_bytes, default=-1)
         self.n_vocab = max(n_tokens, 1 + max(self._special_bytes, default=-1))
+        self._check_token_ids()
         self._engine = make_engine(self, backend)
         self._choose_per_batch = backend == "auto"
         self._cuda_engine = None
@@ -91,6 +157,22 @@ class Tokenizer:
         return cls(spec.name, spec.model, pattern=spec.pattern, special_tokens=spec.special_tokens,
                    added_tokens=spec.added_tokens, normalizer=spec.normalizer, pretokenizer=spec.pretokenizer,
                    backend=backend)
+
+    def _check_token_ids(self) -> None:
+        """Special and added tokens need ids of their own: not shared, not an ordinary token of other bytes."""
+        by_id: dict[int, str] = {}
+        for text, token_id in {**self.added_tokens, **self._special_tokens}.items():
+            if token_id in by_id:
+                raise ValueError(f"{by_id[token_id]!r} and {text!r} share the id {token_id}; give each its own id")
+            by_id[token_id] = text
+            # An HF file gives an added token the id of the vocabulary entry with its content (hf_io assigns
+            # those ids), so only tiktoken-style vocabularies (a pattern) are checked against the ordinary ids.
+            ordinary = None if self.pattern is None else self._ordinary_token_bytes(token_id)
+            if ordinary is not None and ordinary != text.encode("utf-8"):
+                raise ValueError(
+                    f"the special or added token {text!r} has id {token_id}, which is the ordinary token {ordinary!r}; "
+                    f"give it an id no ordinary token has"
+                )
 
     def __repr__(self) -> str:
         return f"<crayon.Tokenizer {self.name!r} backend={self.backend!r} n_vocab={self.n_vocab}>"
@@ -135,27 +217,33 @@ class Tokenizer:
 
     def extend(
         self,
-        corpus,
+        *corpus,
+        files: Iterable[str | os.PathLike] | None = None,
+        texts: Iterable[str] | None = None,
         n_new_tokens: int,
-        *,
         backend: str = "auto",
         reserved_special_tokens: int = 0,
         move_special_tokens: bool = False,
         progress: bool = False,
         name: str | None = None,
     ) -> "Tokenizer":
-        """A new tokenizer: this vocabulary plus up to ``n_new_tokens`` BPE tokens learned on ``corpus``.
+        """A new tokenizer: this vocabulary plus up to ``n_new_tokens`` BPE tokens learned on ``files=[paths]``
+        (UTF-8 files, streamed) and/or ``texts=[str, ...]``, as ``crayon.train`` takes its corpus; the text is
+        pre-tokenized as this tokenizer does.
 
-        ``corpus``: a text, a path (``os.PathLike``, a UTF-8 file) or an iterable of both, pre-tokenized as this
-        tokenizer does. Every existing id keeps its bytes and the existing merges stay first, so text that the
-        new tokens do not help encodes as before. New ids start at ``n_vocab`` (after the special tokens, which
-        keep their ids); ``move_special_tokens=True`` puts them right after the last ordinary token and
-        renumbers the special tokens after them. ``reserved_special_tokens``: add that many
-        ``<|reserved_special_token_K|>`` slots at the end (fill them later with ``with_special_tokens``).
-        ``backend``: "auto"/"jit" (the Numba trainer) or "reference" (pure Python; the same merges)."""
+        Every existing id keeps its bytes and the existing merges stay first, so text that the new tokens do not
+        help encodes as before. New ids start at ``n_vocab`` (after the special tokens, which keep their ids);
+        ``move_special_tokens=True`` puts them right after the last ordinary token and renumbers the special
+        tokens after them. ``reserved_special_tokens``: add that many ``<|reserved_special_token_K|>`` slots at
+        the end (name them later with ``with_special_tokens``). ``backend``: "auto"/"jit" (the Numba trainer) or
+        "reference" (pure Python; the same merges). The result records this tokenizer as its parent
+        (``vocabulary_version``, ``parent_hash``)."""
         from crayon.evolution import derived_from, extended_spec
 
-        spec = extended_spec(self, corpus, n_new_tokens, backend=backend, progress=progress,
+        if corpus:
+            raise TypeError("Tokenizer.extend takes its corpus by keyword: files=[path, ...] to read UTF-8 files, or "
+                            "texts=[str, ...] for texts (a positional list could be either)")
+        spec = extended_spec(self, n_new_tokens, files=files, texts=texts, backend=backend, progress=progress,
                              reserved_special_tokens=reserved_special_tokens, move_special_tokens=move_special_tokens)
         spec.name = name or self.name
         return derived_from(Tokenizer.from_spec(spec, backend="auto" if self._choose_per_batch else self.backend), self)
@@ -248,7 +336,7 @@ class Tokenizer:
         disallowed_special: Literal["all"] | Collection[str] = "all",
     ) -> list[list[int]]:
         """Encode many texts; the same lists as a loop of ``encode``."""
-        texts = [_as_utf8_safe(text) for text in texts]
+        texts = [_as_utf8_safe(text) for text in _text_list(texts)]
         allowed = [self._check_specials(text, allowed_special, disallowed_special) for text in texts]
         if not any(allowed) and not self.added_tokens:
             return self._batch_engine(texts).encode_ordinary_batch(texts, num_threads=num_threads)
@@ -256,7 +344,7 @@ class Tokenizer:
 
     def encode_ordinary_batch(self, texts: Sequence[str], *, num_threads: int | None = None) -> list[list[int]]:
         """Encode many texts, treating special-token text as ordinary text."""
-        texts = [_as_utf8_safe(text) for text in texts]
+        texts = [_as_utf8_safe(text) for text in _text_list(texts)]
         if self.added_tokens:
             return [self._encode_chunks(text, frozenset()) for text in texts]
         return self._batch_engine(texts).encode_ordinary_batch(texts, num_threads=num_threads)
@@ -280,12 +368,16 @@ class Tokenizer:
 
     def _check_specials(self, text: str, allowed_special, disallowed_special) -> frozenset[str]:
         """Apply tiktoken's special-token contract; return the specials to encode as specials."""
+        if allowed_special != "all" and not isinstance(allowed_special, AbstractSet):
+            raise TypeError(_special_set_error("allowed_special", allowed_special))
+        if isinstance(disallowed_special, (str, bytes)) and disallowed_special != "all":
+            raise TypeError(_special_set_error("disallowed_special", disallowed_special))
         allowed = self.special_tokens_set if allowed_special == "all" else frozenset(allowed_special)
         allowed &= self.special_tokens_set  # as in tiktoken, allowing a name that is no special token is a no-op
         if disallowed_special == "all":
             disallowed = self.special_tokens_set - allowed
         else:
-            disallowed = frozenset(disallowed_special)
+            disallowed = frozenset(disallowed_special or ())  # None is "none", as in tiktoken
         if disallowed:
             match = special_token_regex(disallowed).search(text)
             if match:
@@ -296,10 +388,25 @@ class Tokenizer:
                 )
         return allowed
 
+    def check_pattern(self, text: str) -> None:
+        """Raise ValueError if the pre-tokenization pattern skips any of ``text``: ``encode`` keeps only the
+        text its regex matches (as tiktoken does), so a custom regex that skips characters loses them. The
+        named patterns match every character; a tokenizer without a pattern (an HF pipeline) is not checked."""
+        if self.pattern is None:
+            return
+        dropped = dropped_text(self.pattern, _as_utf8_safe(text))
+        if dropped:
+            offset, piece = dropped[0]
+            raise ValueError(
+                f"the pattern of {self.name} skips {sum(len(p) for _, p in dropped)} characters of this text, "
+                f"the first {piece[:40]!r} at offset {offset}: encode would drop them"
+            )
+
     # decoding --------------------------------------------------------------------------------------
 
     def decode_single_token_bytes(self, token: int) -> bytes:
-        """The bytes of one token."""
+        """The bytes of one token; a token that is not an integer raises TypeError, as in tiktoken."""
+        token = operator.index(token)
         found = self._ordinary_token_bytes(token)
         if found is None:
             found = self._special_bytes.get(token)
@@ -318,7 +425,7 @@ class Tokenizer:
 
     def decode_bytes(self, tokens: Sequence[int]) -> bytes:
         """The bytes of a token sequence: ``decode_bytes(encode(s)) == s.encode()``."""
-        return b"".join(self.decode_single_token_bytes(int(token)) for token in tokens)
+        return b"".join(map(self.decode_single_token_bytes, _token_list(tokens)))
 
     def decode(self, tokens: Sequence[int], errors: str = "replace") -> str:
         """Decode to text; ``errors`` is how bytes that are not UTF-8 are handled, as in ``bytes.decode``."""
@@ -326,15 +433,16 @@ class Tokenizer:
 
     def decode_tokens_bytes(self, tokens: Sequence[int]) -> list[bytes]:
         """The bytes of each token."""
-        return [self.decode_single_token_bytes(int(token)) for token in tokens]
+        return list(map(self.decode_single_token_bytes, _token_list(tokens)))
 
     # files -----------------------------------------------------------------------------------------
 
-    def save(self, path) -> None:
-        """Write a cartridge: one file that ``crayon.load(path)`` maps back in under a millisecond."""
+    def save(self, path):
+        """Write a cartridge: one file that ``crayon.load(path)`` maps back in under a millisecond. ``.crayon`` is
+        appended to a path without it; the path written is returned."""
         from crayon.saving import save_cartridge
 
-        save_cartridge(self, path)
+        return save_cartridge(self, path)
 
     def export(self, path, format: Literal["tiktoken", "hf"] = "tiktoken") -> None:
         """Write the vocabulary for another library: a ``.tiktoken`` ranks file (load it in tiktoken with

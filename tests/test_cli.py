@@ -116,4 +116,4 @@ def test_errors_are_one_line_with_exit_2(capsys, tmp_path):
 
 def test_bpe_training_refuses_min_frequency():
     with pytest.raises(ValueError, match="min_frequency is for model='char' and 'word'"):
-        crayon.train("some text", vocab_size=300, min_frequency=2)
+        crayon.train(texts=["some text"], vocab_size=300, min_frequency=2)

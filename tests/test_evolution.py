@@ -47,7 +47,7 @@ def cl100k():
 
 @pytest.fixture(scope="module")
 def cl100k_extended(cl100k):
-    return cl100k.extend(corpus_text("multilingual.txt", 150_000), 400)
+    return cl100k.extend(texts=[corpus_text("multilingual.txt", 150_000)], n_new_tokens=400)
 
 
 # --------------------------------------------------------------------------------------- reference == jit
@@ -126,7 +126,8 @@ def test_text_the_new_tokens_do_not_help_keeps_its_old_tokens(cl100k, cl100k_ext
 
 @pytest.fixture(scope="module")
 def english_extended(english):
-    return english.extend(corpus_text("multilingual.txt", 50_000) + corpus_text("python_code.py", 50_000), 300)
+    texts = [corpus_text("multilingual.txt", 50_000), corpus_text("python_code.py", 50_000)]
+    return english.extend(texts=texts, n_new_tokens=300)
 
 
 @settings(max_examples=60, deadline=None)
@@ -163,10 +164,10 @@ def test_extend_a_tokenizer_json_appends_merges(tmp_path):
     loaded = crayon.load(tmp_path / "tokenizer.json")
     assert loaded.model.merges is not None
     text = corpus_text("multilingual.txt", 40_000)
-    extended = loaded.extend(text, 100)
+    extended = loaded.extend(texts=[text], n_new_tokens=100)
     assert extended.model.merges[: len(loaded.model.merges)] == loaded.model.merges
     assert extended.with_backend("reference").encode_ordinary(text) == extended.encode_ordinary(text)
-    reference = loaded.extend(text, 100, backend="reference")
+    reference = loaded.extend(texts=[text], n_new_tokens=100, backend="reference")
     assert reference.model.ranks == extended.model.ranks and reference.model.merges == extended.model.merges
     assert len(extended.encode_ordinary(text)) < len(loaded.encode_ordinary(text))
     tokenizers = pytest.importorskip("tokenizers")
@@ -180,26 +181,31 @@ def test_extend_a_cartridge_as_the_tokenizer_it_holds(english, tmp_path):
     english.save(tmp_path / "english.crayon")
     loaded = crayon.load(tmp_path / "english.crayon")
     text = corpus_text("multilingual.txt", 30_000)
-    from_cartridge, from_memory = loaded.extend(text, 50), english.extend(text, 50)
+    from_cartridge = loaded.extend(texts=[text], n_new_tokens=50)
+    from_memory = english.extend(texts=[text], n_new_tokens=50)
     assert from_cartridge.model.ranks == from_memory.model.ranks
     assert from_cartridge.parent_hash == from_memory.parent_hash == vocabulary_hash(english)
 
 
 def test_move_special_tokens_puts_new_tokens_after_the_last_ordinary_one(english):
     text = corpus_text("multilingual.txt", 20_000)
-    moved = english.extend(text, 50, move_special_tokens=True)
+    moved = english.extend(texts=[text], n_new_tokens=50, move_special_tokens=True)
     assert sorted(moved.model.token_bytes) == list(range(749))
     assert moved.special_tokens == {"<|endoftext|>": 749}
-    kept = english.extend(text, 50)
+    kept = english.extend(texts=[text], n_new_tokens=50)
     assert kept.special_tokens == english.special_tokens == {"<|endoftext|>": 699}
     assert sorted(kept.model.token_bytes) == [*range(699), *range(700, 750)]
 
 
 def test_bad_extension_settings_are_refused(english):
     with pytest.raises(ValueError, match="at least 1"):
-        english.extend("text", 0)
+        english.extend(texts=["text"], n_new_tokens=0)
     with pytest.raises(ValueError, match="backend"):
-        english.extend("text", 5, backend="cuda")
+        english.extend(texts=["text"], n_new_tokens=5, backend="cuda")
+    with pytest.raises(TypeError, match="by keyword"):
+        english.extend(["text"], n_new_tokens=5)
+    with pytest.raises(TypeError, match="lone str"):
+        english.extend(texts="text", n_new_tokens=5)
     with pytest.raises(ValueError, match="after the last token id"):
         extend_bpe("text", english.model, 5, first_id=10, pattern=english.pattern)
 
@@ -208,7 +214,8 @@ def test_bad_extension_settings_are_refused(english):
 
 
 def test_reserved_special_slots_are_filled_without_moving_an_id():
-    tok = crayon.train(corpus_text("big.txt", 50_000), vocab_size=400, reserved_special_tokens=3, progress=False)
+    text = corpus_text("big.txt", 50_000)
+    tok = crayon.train(texts=[text], vocab_size=400, reserved_special_tokens=3, progress=False)
     assert tok.special_tokens == {"<|endoftext|>": 396, "<|reserved_special_token_0|>": 397,
                                   "<|reserved_special_token_1|>": 398, "<|reserved_special_token_2|>": 399}
     chat = tok.with_special_tokens(["<|im_start|>", "<|im_end|>"])
@@ -226,10 +233,11 @@ def test_reserved_special_slots_are_filled_without_moving_an_id():
 
 
 def test_extend_adds_reserved_slots_after_the_new_tokens(english):
-    extended = english.extend(corpus_text("multilingual.txt", 20_000), 30, reserved_special_tokens=2)
+    text = corpus_text("multilingual.txt", 20_000)
+    extended = english.extend(texts=[text], n_new_tokens=30, reserved_special_tokens=2)
     assert extended.special_tokens == {"<|endoftext|>": 699, "<|reserved_special_token_0|>": 730,
                                        "<|reserved_special_token_1|>": 731}
-    again = extended.extend(corpus_text("multilingual.txt", 40_000), 5, reserved_special_tokens=1)
+    again = extended.extend(texts=[text[::-1]], n_new_tokens=5, reserved_special_tokens=1)
     assert again.special_tokens["<|reserved_special_token_2|>"] == 737 and again.vocabulary_version == 3
 
 
@@ -237,7 +245,7 @@ def test_extend_adds_reserved_slots_after_the_new_tokens(english):
 
 
 def test_cartridges_carry_version_and_parent(english, tmp_path):
-    extended = english.extend(corpus_text("multilingual.txt", 20_000), 20)
+    extended = english.extend(texts=[corpus_text("multilingual.txt", 20_000)], n_new_tokens=20)
     extended.save(tmp_path / "ext.crayon")
     loaded = crayon.load(tmp_path / "ext.crayon")
     assert (loaded.vocabulary_version, loaded.parent_hash) == (2, vocabulary_hash(english))
@@ -259,13 +267,14 @@ def test_a_cartridge_without_lineage_still_loads(english, tmp_path):
 
 
 def test_diff_lists_added_moved_removed_and_changed_ids(english):
-    extended = english.extend(corpus_text("multilingual.txt", 20_000), 20, reserved_special_tokens=2)
+    text = corpus_text("multilingual.txt", 20_000)
+    extended = english.extend(texts=[text], n_new_tokens=20, reserved_special_tokens=2)
     diff = diff_vocabularies(english, extended)
     assert not diff.breaking and len(diff.added) == 22 and not (diff.moved or diff.removed or diff.changed)
     filled = extended.with_special_tokens(["<|tool|>"])
     diff = diff_vocabularies(extended, filled)
     assert not diff.breaking and diff.filled == {720: ("<|reserved_special_token_0|>", "<|tool|>")}
-    moved = english.extend(corpus_text("multilingual.txt", 20_000), 20, move_special_tokens=True)
+    moved = english.extend(texts=[text], n_new_tokens=20, move_special_tokens=True)
     diff = diff_vocabularies(english, moved)
     assert diff.breaking and diff.moved == {"<|endoftext|>": (699, 719)} and 699 in diff.changed
     back = diff_vocabularies(moved, english)
@@ -277,8 +286,8 @@ def test_cli_diff_exits_non_zero_when_an_id_changes(english, tmp_path, capsys):
 
     text = corpus_text("multilingual.txt", 20_000)
     english.save(tmp_path / "a.crayon")
-    english.extend(text, 5).save(tmp_path / "b.crayon")
-    english.extend(text, 5, move_special_tokens=True).save(tmp_path / "c.crayon")
+    english.extend(texts=[text], n_new_tokens=5).save(tmp_path / "b.crayon")
+    english.extend(texts=[text], n_new_tokens=5, move_special_tokens=True).save(tmp_path / "c.crayon")
     main(["diff", str(tmp_path / "a.crayon"), str(tmp_path / "b.crayon")])
     out = capsys.readouterr().out
     assert "5 added, 0 removed, 0 moved, 0 ids changed" in out and "\n  700\t" in out
@@ -294,12 +303,12 @@ def test_promote_validates_keeps_the_parent_and_rolls_back(english, tmp_path, mo
     texts = [corpus_text("multilingual.txt", 5_000), corpus_text("big.txt", 5_000)]
     promote(english, "mine")
     v1 = crayon.load("mine")
-    v2 = v1.extend(corpus_text("multilingual.txt", 30_000), 40)
+    v2 = v1.extend(texts=[corpus_text("multilingual.txt", 30_000)], n_new_tokens=40)
     promote(v2, "mine", texts=texts)
     assert crayon.load("mine").vocabulary_version == 2 and crayon.load("mine@v1").vocabulary_version == 1
     assert crayon.load("mine").encode(texts[0]) == v2.encode(texts[0])
     with pytest.raises(VocabularyChangeError, match="changes ids"):
-        promote(v1.extend(texts[0], 5, move_special_tokens=True), "mine", texts=texts)
+        promote(v1.extend(texts=[texts[0]], n_new_tokens=5, move_special_tokens=True), "mine", texts=texts)
     same_tokens_no_lineage = Tokenizer("copy", v2.model, pattern=v2.pattern, special_tokens=v2.special_tokens)
     with pytest.raises(VocabularyChangeError, match="does not record"):
         promote(same_tokens_no_lineage, "mine")

@@ -19,7 +19,7 @@ def cl100k():
 
 def test_bytes_per_token_is_what_encoding_gives(cl100k):
     texts = {"english": corpus_text("big.txt", 50_000), "multilingual": corpus_text("multilingual.txt", 50_000)}
-    report = crayon.drift(cl100k, texts, baseline={"english": 4.0})
+    report = crayon.drift(cl100k, {name: [text] for name, text in texts.items()}, baseline={"english": 4.0})
     for name, text in texts.items():
         source = report.sources[name]
         assert (source.n_bytes, source.n_tokens) == (len(text.encode()), len(cl100k.encode_ordinary(text)))
@@ -30,7 +30,7 @@ def test_bytes_per_token_is_what_encoding_gives(cl100k):
 
 
 def test_worst_spans_and_candidates_are_ranked_by_the_tokens_they_cost(cl100k):
-    report = crayon.drift(cl100k, {"ml": corpus_text("multilingual.txt", 50_000)}, top_spans=5, top_merges=5)
+    report = crayon.drift(cl100k, {"ml": [corpus_text("multilingual.txt", 50_000)]}, top_spans=5, top_merges=5)
     costs = [count * (n_tokens - 1) for _, count, n_tokens in report.sources["ml"].worst_spans]
     assert costs == sorted(costs, reverse=True) and len(costs) == 5
     saved = [candidate.tokens_saved for candidate in report.candidates]
@@ -39,22 +39,25 @@ def test_worst_spans_and_candidates_are_ranked_by_the_tokens_they_cost(cl100k):
 
 def test_the_top_candidate_saves_what_it_promises(cl100k):
     text = corpus_text("multilingual.txt", 50_000)
-    top = crayon.drift(cl100k, {"ml": text}).candidates[0]
-    extended = cl100k.extend(text, 1)
+    top = crayon.drift(cl100k, {"ml": [text]}).candidates[0]
+    extended = cl100k.extend(texts=[text], n_new_tokens=1)
     assert extended.decode_single_token_bytes(cl100k.n_vocab) == top.token_bytes
     assert len(cl100k.encode_ordinary(text)) - len(extended.encode_ordinary(text)) == top.tokens_saved
 
 
 def test_streaming_gives_the_one_call_report(cl100k):
     documents = [corpus_text("big.txt", 20_000), corpus_text("multilingual.txt", 20_000)]
-    whole = crayon.drift(cl100k, {"mixed": documents, "thai": corpus_text("multilingual.txt", 5_000)})
+    whole = crayon.drift(cl100k, {"mixed": documents, "thai": [corpus_text("multilingual.txt", 5_000)]})
     monitor = DriftMonitor(cl100k)
-    monitor.update("mixed", documents[0])
-    monitor.update("thai", corpus_text("multilingual.txt", 5_000))
-    monitor.update("mixed", documents[1])
+    monitor.update("mixed", texts=documents[:1])
+    monitor.update("thai", texts=[corpus_text("multilingual.txt", 5_000)])
+    monitor.update("mixed", texts=documents[1:])
     assert monitor.report() == whole
+    from_file = DriftMonitor(cl100k)
+    from_file.update("file", files=[CORPORA_DIR / "multilingual.txt"])
+    assert from_file.report().sources["file"].n_bytes == (CORPORA_DIR / "multilingual.txt").stat().st_size
     later = DriftMonitor(cl100k, baseline=whole)
-    later.update("mixed", documents[1])
+    later.update("mixed", texts=documents[1:])
     assert later.report().sources["mixed"].baseline == whole.sources["mixed"].bytes_per_token
 
 

@@ -45,7 +45,7 @@ def main() -> None:
     tokenizers = {}
     for name, vocab_size in PROFILES.items():
         started = time.perf_counter()
-        tok = crayon.train(files, vocab_size=vocab_size, pattern="o200k_base", special_tokens=("<|endoftext|>",),
+        tok = crayon.train(files=files, vocab_size=vocab_size, pattern="o200k_base", special_tokens=("<|endoftext|>",),
                            progress=False, name=name)
         seconds = time.perf_counter() - started
         args.out.mkdir(exist_ok=True)

@@ -8,6 +8,8 @@ import gzip
 import hashlib
 import os
 
+from crayon.errors import FormatError
+
 
 def load_tiktoken_bpe(path: str | os.PathLike, expected_sha256: str | None = None) -> dict[bytes, int]:
     """Load mergeable ranks (token bytes -> rank) from a ``.tiktoken`` or ``.tiktoken.gz`` file; with
@@ -25,12 +27,13 @@ def load_tiktoken_bpe(path: str | os.PathLike, expected_sha256: str | None = Non
             continue
         try:
             token_b64, rank = line.split()
-            token = base64.b64decode(token_b64, validate=True)
+            # "=" is the empty token (Whisper's files end with one); tiktoken decodes it to b"".
+            token = b"" if token_b64 == b"=" else base64.b64decode(token_b64, validate=True)
             ranks[token] = int(rank)
         except (ValueError, binascii.Error):
-            raise ValueError(f"{os.fspath(path)}:{line_number}: not a '<base64 token> <rank>' line") from None
+            raise FormatError(f"{os.fspath(path)}:{line_number}: not a '<base64 token> <rank>' line") from None
     if len(set(ranks.values())) != len(ranks):
-        raise ValueError(f"{os.fspath(path)}: two tokens share a rank")
+        raise FormatError(f"{os.fspath(path)}: two tokens share a rank")
     return ranks
 
 

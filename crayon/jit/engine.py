@@ -87,6 +87,7 @@ class JitEngine:
         self._char_tables = None if known is None else unicode_tables()
         self._normalizer = tokenizer.normalizer
         self._pretokenizer = tokenizer.pretokenizer
+        self._reference_model = lambda: tokenizer.model  # built on first use for a cartridge's tokenizer
         if kernels not in KERNEL_CHOICES:
             raise ValueError(f"unknown kernels {kernels!r}; choose one of {', '.join(KERNEL_CHOICES)}")
         self._kernel_choice = kernels
@@ -166,11 +167,21 @@ class JitEngine:
 
     def encode_ordinary_array(self, text: str) -> np.ndarray:
         """Tokens of ordinary text as a uint32 array."""
-        if self.pattern_id is None:
-            return self.encode_spans(self._split(text))
-        encoded = text.encode("utf-8")
-        tokens, _ = self._encode_docs(np.frombuffer(encoded, np.uint8), np.array([0, len(encoded)], np.int64), 0, 1)
-        return tokens
+        try:
+            if self.pattern_id is None:
+                return self.encode_spans(self._split(text))
+            encoded = text.encode("utf-8")
+            data = np.frombuffer(encoded, np.uint8)
+            tokens, _ = self._encode_docs(data, np.array([0, len(encoded)], np.int64), 0, 1)
+            return tokens
+        except UnknownTokenError:
+            return self._encode_without_byte_tokens(text)
+
+    def _encode_without_byte_tokens(self, text: str) -> np.ndarray:
+        """A text holding a byte that is no token of its own (the kernels start every span from byte tokens):
+        the reference model's merges, which give tiktoken's tokens or raise where tiktoken fails too."""
+        model = self._reference_model()
+        return np.array([token for span in self._split(text) for token in model.encode_span(span)], np.uint32)
 
     def encode_ordinary(self, text: str) -> list[int]:
         return self.as_list(self.encode_ordinary_array(text))
@@ -186,7 +197,7 @@ class JitEngine:
 
     def encode_ordinary_flat(self, texts: Sequence[str], num_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """All texts' tokens in one uint32 array and int64 offsets: text i is tokens[offsets[i]:offsets[i + 1]]."""
-        if self.pattern_id is None:
+        if self.pattern_id is None or (self.tables["byte_tokens"] < 0).any():
             return flat_from_arrays([self.encode_ordinary_array(text) for text in texts])
         encoded = [text.encode("utf-8") for text in texts]
         data = np.frombuffer(b"".join(encoded), np.uint8)

@@ -202,7 +202,12 @@ def _count_with_spanner(chunks: Iterator[str], pattern_id: int, special_tokens: 
     if workers == 1:
         return count_chunks()
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        bags = [future.result() for future in [pool.submit(count_chunks) for _ in range(workers)]]
+        futures = [pool.submit(count_chunks) for _ in range(workers)]
+        try:
+            bags = [future.result() for future in futures]
+        except BaseException:  # Ctrl-C: the threads stop after their chunk, not after the corpus
+            failed.set()
+            raise
     for bag in bags[1:]:
         bags[0].add_bag(bag)
     return bags[0]
@@ -428,30 +433,37 @@ def _run_merges(
     vocabulary: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
     """Run ``learn_merges`` on (the words' token ids or bytes end to end, their lengths, their counts) from
-    ``vocabulary`` (bytes end to end, offsets; default: the byte tokens) until the next id is ``n_tokens``;
-    with ``progress``, in a thread while a bar follows the new tokens."""
+    ``vocabulary`` (bytes end to end, offsets; default: the byte tokens) until the next id is ``n_tokens``, in a
+    thread while this one follows the new tokens (a bar with ``progress``) and stops it on Ctrl-C.
+
+    The words can make at most one token per symbol beyond the first of each word, so no more is allocated."""
     symbols, word_lengths, word_weights = arrays
     if symbols.size >= 2**31:  # positions are int32 in the kernel
         raise ValueError(f"the distinct words hold {symbols.size} tokens; training supports fewer than 2**31")
     vocab_bytes, vocab_offsets = byte_vocabulary() if vocabulary is None else vocabulary
+    first_new = len(vocab_offsets) - 1
+    n_tokens = min(n_tokens, first_new + symbols.size - word_lengths.size)
     # One compiled version of the kernel: writable C-contiguous arrays of fixed types, whoever made them.
     token = symbols.astype(np.int64)  # the kernel's own copy, which it overwrites
     word_lengths, word_weights = (np.require(a, np.int64, requirements="CW") for a in (word_lengths, word_weights))
     vocab_bytes = np.require(vocab_bytes, np.uint8, requirements="CW")
     vocab_offsets = np.require(vocab_offsets, np.int64, requirements="CW")
-    progress_cell = np.zeros(1, np.int64)
+    progress_cell = np.zeros(2, np.int64)  # next new id, stop request
     arguments = (token, word_lengths, word_weights, n_tokens, progress_cell, vocab_bytes, vocab_offsets)
-    if not progress:
-        return learn_merges(*arguments)
-    first_new = len(vocab_offsets) - 1
-    bar = _progress_bar(True, "merging", total=max(n_tokens - first_new, 0), unit="token")
+    bar = _progress_bar(progress, "merging", total=max(n_tokens - first_new, 0), unit="token")
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         future = pool.submit(learn_merges, *arguments)
-        while concurrent.futures.wait([future], timeout=0.2).not_done:
-            bar.update(int(progress_cell[0]) - first_new - bar.n)
+        try:
+            while concurrent.futures.wait([future], timeout=0.1).not_done:
+                if bar is not None:
+                    bar.update(int(progress_cell[0]) - first_new - bar.n)
+        except BaseException:
+            progress_cell[1] = 1
+            raise
         merges = future.result()
-    bar.update(int(progress_cell[0]) - first_new - bar.n)
-    bar.close()
+    if bar is not None:
+        bar.update(int(progress_cell[0]) - first_new - bar.n)
+        bar.close()
     return merges
 
 
@@ -683,7 +695,7 @@ def learn_merges(token, word_lengths, word_weights, n_tokens_wanted, progress_ce
     ``word_weights``: each word's length (in tokens) and count. The vocabulary starts as token ``i`` =
     ``vocab_bytes[vocab_offsets[i]:vocab_offsets[i + 1]]`` (see ``_token_store``); new ids follow it. Returns
     the merges as an int64 array of (left id, right id) rows, in order. Writes the next new id to
-    ``progress_cell[0]`` as it goes.
+    ``progress_cell[0]`` as it goes and stops early once ``progress_cell[1]`` is set.
     """
     n_positions = token.shape[0]  # token[i]: the id at position i, -1 once merged into its left neighbour
     prev = np.empty(n_positions, np.int32)  # previous position in the word, -1 at its start
@@ -733,7 +745,7 @@ def learn_merges(token, word_lengths, word_weights, n_tokens_wanted, progress_ce
     n_merges = np.int64(0)
     positions = np.empty(16, np.int64)
     grown = np.empty(16, np.int64)
-    while n_tokens < n_tokens_wanted and heap_size > 0:
+    while n_tokens < n_tokens_wanted and heap_size > 0 and progress_cell[1] == 0:
         count, pair, heap_size = _heap_pop(heap, heap_size, pairs)
         true_count = pairs[pair, _COUNT]
         if count != true_count:  # stale entry

@@ -29,11 +29,9 @@ from __future__ import annotations
 
 import heapq
 import operator
-import os
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Sequence
 
 from crayon.patterns import resolve_pattern
 from crayon.reference.bpe import BytePairModel
@@ -78,19 +76,6 @@ def encode_word(word: str) -> bytes:
             f"training text contains a lone surrogate {word[error.start]!r} in the span {word!r}; "
             "it has no UTF-8 encoding"
         ) from None
-
-
-def iter_documents(files_or_texts) -> Iterator[str]:
-    """Each document as text: a ``str`` is a text, a path (``os.PathLike``) is a UTF-8 file."""
-    items = [files_or_texts] if isinstance(files_or_texts, (str, os.PathLike)) else files_or_texts
-    for item in items:
-        if isinstance(item, os.PathLike):
-            try:
-                yield Path(item).read_text(encoding="utf-8")
-            except UnicodeDecodeError as error:
-                raise ValueError(f"{os.fspath(item)} is not UTF-8 text: {error}") from None
-        else:
-            yield item
 
 
 def count_words(
