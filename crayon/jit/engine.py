@@ -22,7 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
-from crayon.errors import BackendUnavailableError, CartridgeError, UnsupportedComponentError
+from crayon.errors import BackendUnavailableError, CartridgeError, UnknownTokenError, UnsupportedComponentError
 from crayon.jit import aot
 from crayon.jit import kernels as jit_kernels
 from crayon.jit.backtrack import backtracking_violation, check_backtrack_tables, new_validity_memo
