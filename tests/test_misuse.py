@@ -235,6 +235,10 @@ def test_whispers_empty_token_loads_as_in_tiktoken(tmp_path, backend):
     assert tok.decode_single_token_bytes(len(ranks) - 1) == b"" == expected.decode_single_token_bytes(len(ranks) - 1)
     reloaded = crayon.load(tok.save(tmp_path / "w"), backend=backend, verify=True)
     assert reloaded.encode(text, allowed_special="all") == expected.encode(text, allowed_special="all")
+    assert reloaded.decode_single_token_bytes(len(ranks) - 1) == b"" and reloaded.n_vocab == expected.n_vocab
+    assert reloaded.model.ranks == ranks
+    with pytest.raises(crayon.UnknownTokenError):
+        reloaded.decode_single_token_bytes(len(ranks) + 1)
 
 
 @pytest.mark.parametrize(
@@ -449,14 +453,18 @@ def test_ctrl_c_stops_word_counting_within_a_second(tmp_path):
     corpus = corpus_text("enwik8_head.xml")
     started = tmp_path / "started"
     script = textwrap.dedent(f"""
-        import pathlib, crayon
+        import pathlib, time, crayon
         text = pathlib.Path({str(ROOT.parent / "shared" / "corpora" / "enwik8_head.xml")!r}).read_text()
         def texts():
             for i in range(200):  # about 1 GB: minutes of counting
                 if i == 2:
                     pathlib.Path({str(started)!r}).touch()
                 yield text
-        crayon.train(texts=texts(), vocab_size=1000, progress=False)
+        try:
+            crayon.train(texts=texts(), vocab_size=1000, progress=False)
+        except KeyboardInterrupt:
+            pathlib.Path({str(tmp_path / "stopped")!r}).write_text(repr(time.monotonic()))
+            raise
     """)
     assert corpus
     process = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stderr=subprocess.PIPE, text=True)
@@ -469,24 +477,28 @@ def test_ctrl_c_stops_word_counting_within_a_second(tmp_path):
         process.send_signal(signal.SIGINT)
         interrupted = time.monotonic()
         process.wait(timeout=60)
-        stopped_after = time.monotonic() - interrupted
     finally:
         process.kill()
     assert "KeyboardInterrupt" in process.stderr.read()
-    assert stopped_after < 1.5, f"training went on {stopped_after:.1f} s after Ctrl-C"
+    stopped_after = float((tmp_path / "stopped").read_text()) - interrupted  # the same clock in both processes
+    assert stopped_after < 1.0, f"training went on {stopped_after:.2f} s after Ctrl-C"
 
 
 def test_ctrl_c_stops_merging_within_a_second(tmp_path):
     started = tmp_path / "started"
     script = textwrap.dedent(f"""
-        import pathlib, crayon, crayon.jit.train as jit_train
+        import pathlib, time, crayon, crayon.jit.train as jit_train
         learn = jit_train.learn_merges
         def learn_merges(*args):
             pathlib.Path({str(started)!r}).touch()
             return learn(*args)
         jit_train.learn_merges = learn_merges
         text = pathlib.Path({str(ROOT.parent / "shared" / "corpora" / "big.txt")!r}).read_text()
-        crayon.train(texts=[text, text[::-1], text.upper()], vocab_size=2_000_000, progress=False)
+        try:
+            crayon.train(texts=[text, text[::-1], text.upper()], vocab_size=2_000_000, progress=False)
+        except KeyboardInterrupt:
+            pathlib.Path({str(tmp_path / "stopped")!r}).write_text(repr(time.monotonic()))
+            raise
     """)
     corpus_text("big.txt", 10)
     process = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stderr=subprocess.PIPE, text=True)
@@ -499,8 +511,8 @@ def test_ctrl_c_stops_merging_within_a_second(tmp_path):
         process.send_signal(signal.SIGINT)
         interrupted = time.monotonic()
         process.wait(timeout=60)
-        stopped_after = time.monotonic() - interrupted
     finally:
         process.kill()
     assert "KeyboardInterrupt" in process.stderr.read()
-    assert stopped_after < 1.5, f"training went on {stopped_after:.1f} s after Ctrl-C"
+    stopped_after = float((tmp_path / "stopped").read_text()) - interrupted  # the same clock in both processes
+    assert stopped_after < 1.0, f"training went on {stopped_after:.2f} s after Ctrl-C"
