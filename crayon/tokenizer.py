@@ -351,7 +351,7 @@ class Tokenizer:
         if not 0 <= token < len(offsets) - 1:
             return None
         found = self.tables["token_bytes"][offsets[token] : offsets[token + 1]].tobytes()
-        return found or None
+        return found if found or token in self.tables.get("empty_tokens", ()) else None
 
     def decode_bytes(self, tokens: Sequence[int]) -> bytes:
         """The bytes of a token sequence: ``decode_bytes(encode(s)) == s.encode()``."""
