@@ -43,7 +43,7 @@ def calls(cartridge: Path) -> dict:
         import tiktoken
 
         from crayon.profiles import OPENAI_ENCODINGS, find_vocabulary_file
-        from crayon.reference.tiktoken_io import load_tiktoken_bpe
+        from crayon.formats.tiktoken_io import load_tiktoken_bpe
     except ImportError:
         return found
     spec = OPENAI_ENCODINGS["cl100k_base"]
