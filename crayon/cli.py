@@ -147,6 +147,36 @@ def _warmup(args: argparse.Namespace) -> None:
         print(f"{name}: ready ({tok.n_vocab} tokens, {time.perf_counter() - started:.1f} s)")
 
 
+def _diff(args: argparse.Namespace) -> None:
+    """List the tokens added, removed and moved from vocabulary A to B; exit 1 when an id of A changed."""
+    import crayon
+    from crayon.evolution import token_label
+    from crayon.staging import diff_vocabularies
+
+    a, b = (crayon.load(source, pattern=args.pattern, backend="reference") for source in (args.a, args.b))
+    diff = diff_vocabularies(a, b)
+    sections = [
+        ("added", [f"{i}\t{token_label(token)}" for i, token in sorted(diff.added.items())]),
+        ("removed", [f"{i}\t{token_label(token)}" for i, token in sorted(diff.removed.items())]),
+        ("moved", [f"{old} -> {new}\t{token_label(token)}"
+                   for token, (old, new) in sorted(diff.moved.items(), key=lambda item: item[1])]),
+        ("changed", [f"{i}\t{token_label(old)} -> {token_label(new)}"
+                     for i, (old, new) in sorted(diff.changed.items())]),
+        ("filled reserved slots", [f"{i}\t{old} -> {new}" for i, (old, new) in sorted(diff.filled.items())]),
+    ]
+    print(f"{args.a} -> {args.b}: {diff.summary()}")
+    for title, lines in sections:
+        if lines:
+            shown = lines if args.all else lines[: args.limit]
+            print(f"{title} ({len(lines)}):")
+            print("\n".join(f"  {line}" for line in shown))
+            if len(shown) < len(lines):
+                print(f"  ... {len(lines) - len(shown)} more (--all lists them)")
+    if diff.breaking:
+        print("error: ids of A mean something else in B: a model trained on A would break", file=sys.stderr)
+        raise SystemExit(1)
+
+
 def build_parser() -> argparse.ArgumentParser:
     import crayon
 
@@ -213,6 +243,19 @@ def build_parser() -> argparse.ArgumentParser:
                                              "cache, so that later processes start at once.")
     warmup.add_argument("profiles", nargs="*", metavar="NAME", help="built-in tokenizers to prepare (e.g. cl100k_base)")
     warmup.set_defaults(run=_warmup)
+    diff = commands.add_parser("diff", help="list tokens added, removed, moved from A to B (exit 1 if an id changed)",
+                               description="Compare two vocabularies id by id: the tokens added, removed and moved "
+                                           "from A to B, and the ids of A whose token changed (then exit 1: a model "
+                                           "trained on A would break). Reserved special slots given a name are listed, "
+                                           "not failed.")
+    diff.add_argument("a", help="the old vocabulary: a built-in name, a .crayon cartridge, a .tiktoken file or an "
+                                "HF tokenizer.json")
+    diff.add_argument("b", help="the new vocabulary (the same kinds)")
+    diff.add_argument("--pattern", help="pre-tokenization pattern for .tiktoken files: a name such as cl100k_base, "
+                                        "or a regex")
+    diff.add_argument("--limit", type=int, default=20, help="tokens listed per section (default: 20)")
+    diff.add_argument("--all", action="store_true", help="list every token")
+    diff.set_defaults(run=_diff)
     return parser
 
 

@@ -38,3 +38,7 @@ class PatternCoverageWarning(UserWarning):
 
 class TrainingWarning(UserWarning):
     """Training ended below the requested vocabulary size (the corpus has no more pairs to merge)."""
+
+
+class VocabularyChangeError(CrayonError, ValueError):
+    """A new vocabulary version would change what an existing id means, or fails its validation."""

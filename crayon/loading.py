@@ -238,7 +238,7 @@ def load_cartridge(
 
         first_reserved_id = _metadata_field(metadata, "first_reserved_id", int, path)
         model = LongestMatchModel(_tokens_of(sections, path), *_dat_of(sections, path), first_reserved_id)
-        return _tokenizer_of(path, name, model, **common)
+        return _with_lineage(_tokenizer_of(path, name, model, **common), metadata, path)
     if algorithm != "bpe":
         raise CartridgeError(f"{path}: unknown algorithm {algorithm!r}")
     whole_span_lookup = _metadata_field(metadata, "whole_span_lookup", bool, path)
@@ -260,7 +260,7 @@ def load_cartridge(
                 raise CartridgeError(f"{path}: merges.pairs names ids that are no tokens") from None
         return BytePairModel(ranks, merges, ignore_merges=whole_span_lookup)
 
-    return _tokenizer_of(path, name, build_model, tables=tables, **common)
+    return _with_lineage(_tokenizer_of(path, name, build_model, tables=tables, **common), metadata, path)
 
 
 def _tokenizer_of(path, *args, **kwargs) -> Tokenizer:
@@ -271,6 +271,16 @@ def _tokenizer_of(path, *args, **kwargs) -> Tokenizer:
         if isinstance(error, CartridgeError):
             raise
         raise CartridgeError(f"{path}: {error}") from None
+
+
+def _with_lineage(tokenizer: Tokenizer, metadata: dict, path) -> Tokenizer:
+    """Set the tokenizer's vocabulary version and parent hash from the metadata (a cartridge written before
+    they existed has neither: version 1, no parent)."""
+    version, parent = metadata.get("vocabulary_version", 1), metadata.get("parent_hash")
+    if type(version) is not int or version < 1 or not (parent is None or isinstance(parent, str)):
+        raise CartridgeError(f"{path}: vocabulary_version must be an int >= 1 and parent_hash a string or null")
+    tokenizer.vocabulary_version, tokenizer.parent_hash = version, parent
+    return tokenizer
 
 
 def _metadata_field(metadata: dict, key: str, kind: type, path) -> object:

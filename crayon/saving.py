@@ -37,6 +37,8 @@ def save_cartridge(tokenizer, path: str | os.PathLike, *, source: dict | None = 
         "special_tokens": tokenizer.special_tokens,
         "added_tokens": tokenizer.added_tokens,
         "source": source,
+        "vocabulary_version": tokenizer.vocabulary_version,
+        "parent_hash": tokenizer.parent_hash,
     }
     if tokenizer.normalizer is not None or tokenizer.pattern is None:
         from crayon.formats.hf_io import pipeline_to_hf

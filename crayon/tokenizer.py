@@ -5,8 +5,9 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import operator
+import os
 import warnings
-from typing import AbstractSet, Callable, Collection, Literal, Sequence
+from typing import AbstractSet, Callable, Collection, Iterable, Literal, Sequence
 
 import numpy as np
 
@@ -148,12 +149,8 @@ class Tokenizer:
             warn_if_lossy(self.pattern)
         self.normalizer = normalizer
         self.pretokenizer = pretokenizer or PatternSpanner(pattern)
-        self._special_tokens = _checked_token_table("special_tokens", special_tokens)
         self.added_tokens = _checked_token_table("added_tokens", added_tokens)
-        self._special_bytes = {
-            token_id: text.encode("utf-8") for text, token_id in {**self.added_tokens, **self._special_tokens}.items()
-        }
-        self.special_tokens_set = frozenset(self._special_tokens)
+        self._set_special_tokens(_checked_token_table("special_tokens", special_tokens))
         n_tokens = len(tables["token_offsets"]) - 1 if tables is not None else 1 + max(self.model.token_bytes, default=-1)
         self.n_vocab = max(n_tokens, 1 + max(self._special_bytes, default=-1))
         self._check_token_ids()
@@ -163,6 +160,8 @@ class Tokenizer:
         self._choose_per_batch = backend == "auto"
         self._cuda_engine = None
         self.batch_choice: tuple[str, str] | None = None  # (engine, reason) of the last batch under "auto"
+        self.vocabulary_version = 1  # lineage (crayon.evolution): 1 + the number of changes since made from scratch
+        self.parent_hash: str | None = None  # crayon.evolution.vocabulary_hash of the vocabulary it was derived from
 
     @classmethod
     def from_spec(cls, spec: TokenizerSpec, *, backend: str = "auto") -> "Tokenizer":
@@ -226,6 +225,77 @@ class Tokenizer:
         clone._short_encode, clone._short_ordinary = {}, {}
         clone._choose_per_batch, clone._cuda_engine, clone.batch_choice = backend == "auto", None, None
         return clone
+
+    # evolving the vocabulary -------------------------------------------------------------------------
+
+    def extend(
+        self,
+        *corpus,
+        files: Iterable[str | os.PathLike] | None = None,
+        texts: Iterable[str] | None = None,
+        n_new_tokens: int,
+        backend: str = "auto",
+        reserved_special_tokens: int = 0,
+        move_special_tokens: bool = False,
+        progress: bool = False,
+        name: str | None = None,
+    ) -> "Tokenizer":
+        """A new tokenizer: this vocabulary plus up to ``n_new_tokens`` BPE tokens learned on ``files=[paths]``
+        (UTF-8 files, streamed) and/or ``texts=[str, ...]``, as ``crayon.train`` takes its corpus; the text is
+        pre-tokenized as this tokenizer does.
+
+        Every existing id keeps its bytes and the existing merges stay first, so text that the new tokens do not
+        help encodes as before. New ids start at ``n_vocab`` (after the special tokens, which keep their ids);
+        ``move_special_tokens=True`` puts them right after the last ordinary token and renumbers the special
+        tokens after them. ``reserved_special_tokens``: add that many ``<|reserved_special_token_K|>`` slots at
+        the end (name them later with ``with_special_tokens``). ``backend``: "auto"/"jit" (the Numba trainer) or
+        "reference" (pure Python; the same merges). The result records this tokenizer as its parent
+        (``vocabulary_version``, ``parent_hash``)."""
+        from crayon.evolution import derived_from, extended_spec
+
+        if corpus:
+            raise TypeError("Tokenizer.extend takes its corpus by keyword: files=[path, ...] to read UTF-8 files, or "
+                            "texts=[str, ...] for texts (a positional list could be either)")
+        spec = extended_spec(self, n_new_tokens, files=files, texts=texts, backend=backend, progress=progress,
+                             reserved_special_tokens=reserved_special_tokens, move_special_tokens=move_special_tokens)
+        spec.name = name or self.name
+        return derived_from(Tokenizer.from_spec(spec, backend="auto" if self._choose_per_batch else self.backend), self)
+
+    def with_special_tokens(self, tokens: Sequence[str] | dict[str, int]) -> "Tokenizer":
+        """The same vocabulary with reserved special slots (``<|reserved_special_token_K|>``) given names; no id
+        moves. A list fills the free slots in id order; a dict names the slot id of each token."""
+        from crayon.evolution import derived_from, is_reserved_special_token
+
+        free = sorted((i, text) for text, i in self._special_tokens.items() if is_reserved_special_token(text))
+        if not isinstance(tokens, dict):
+            tokens = list(tokens)
+            if len(tokens) > len(free):
+                raise ValueError(f"{len(tokens)} special tokens but {self.name} has only {len(free)} free reserved "
+                                 "slots; extend it with reserved_special_tokens=N to get more")
+            tokens = {text: token_id for text, (token_id, _) in zip(tokens, free)}
+        slot_of = {token_id: text for token_id, text in free}
+        specials = dict(self._special_tokens)
+        for text, token_id in tokens.items():
+            if not isinstance(text, str) or not text:
+                raise ValueError(f"special tokens must be non-empty strings, got {text!r}")
+            if text in specials or text in self.added_tokens:
+                existing = specials.get(text, self.added_tokens.get(text))
+                raise ValueError(f"{text!r} is already a token of {self.name} (id {existing})")
+            if token_id not in slot_of:
+                raise ValueError(f"id {token_id!r} is not a free reserved special slot of {self.name}")
+            del specials[slot_of.pop(token_id)]
+            specials[text] = token_id
+        clone = object.__new__(Tokenizer)
+        clone.__dict__.update(self.__dict__)
+        clone._set_special_tokens(specials)
+        return derived_from(clone, self)
+
+    def _set_special_tokens(self, special_tokens: dict[str, int]) -> None:
+        self._special_tokens = special_tokens
+        self._special_bytes = {
+            token_id: text.encode("utf-8") for text, token_id in {**self.added_tokens, **special_tokens}.items()
+        }
+        self.special_tokens_set = frozenset(special_tokens)
 
     # encoding --------------------------------------------------------------------------------------
 
