@@ -236,7 +236,10 @@ class JitEngine:
 
     def encode_ordinary(self, text: str) -> list[int]:
         if self.pattern_id is not None and len(text) <= SHORT_CALL_BYTES // 4:  # so at most SHORT_CALL_BYTES bytes
-            tokens = self._encode_short(text.encode("utf-8"))
+            try:
+                tokens = self._encode_short(text.encode("utf-8"))
+            except UnknownTokenError:
+                tokens = None  # encode_ordinary_array takes the reference merges for bytes without a token
             if tokens is not None:
                 return tokens
         return self.as_list(self.encode_ordinary_array(text))
