@@ -184,9 +184,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"crayon-tokenizer {crayon.__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def with_tokenizer(command: argparse.ArgumentParser) -> None:
-        command.add_argument("tokenizer", help="a built-in name (cl100k_base, gpt2, lite ...: `crayon profiles`), "
-                                               "a .crayon cartridge, a .tiktoken file or an HF tokenizer.json")
+    def with_tokenizer(command: argparse.ArgumentParser, *, positional: bool = False) -> None:
+        where = ("a built-in name (cl100k_base, gpt2, lite ...: `crayon profiles`), a .crayon cartridge, a .tiktoken "
+                 "file or an HF tokenizer.json")
+        if positional:
+            command.add_argument("tokenizer", help=where)
+        else:
+            command.add_argument("--tokenizer", default="cl100k_base", help=where + " (default: cl100k_base)")
         command.add_argument("--pattern", help="pre-tokenization pattern for a .tiktoken file: a name such as "
                                                "cl100k_base, or a regex")
 
@@ -208,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     export = commands.add_parser("export", aliases=["compile"], help="write a tokenizer in another format",
                                  description="Write a tokenizer as a cartridge, an HF tokenizer.json or a .tiktoken "
                                              "ranks file, chosen by the suffix of -o.")
-    with_tokenizer(export)
+    with_tokenizer(export, positional=True)
     export.add_argument("-o", "--output", required=True,
                         help="where to write: .crayon (cartridge), .json (HF tokenizer.json) or .tiktoken (ranks)")
     export.set_defaults(run=_export)

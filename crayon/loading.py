@@ -249,6 +249,8 @@ def load_cartridge(
 
     def build_model() -> BytePairModel:
         ranks = {token: token_id for token_id, token in _tokens_of(sections, path).items()}
+        for token_id in sections.get("vocab.empty", ()):
+            ranks[b""] = int(token_id)
         merges = None
         if "merges.pairs" in sections:
             tokens = {token_id: token for token, token_id in ranks.items()}

@@ -25,6 +25,8 @@ from crayon.reference.pretokenize import (
 )
 
 BACKENDS = ("reference", "jit", "cuda", "auto")
+SHORT_TEXT = 32  # characters: ``encode`` and ``encode_ordinary`` remember the tokens of texts up to this long
+SHORT_TEXTS_KEPT = 1 << 14  # per tokenizer and method; a full memory starts over
 _ENGINE_MODULES = {"jit": "crayon.jit.engine", "cuda": "crayon.gpu.engine"}
 
 
@@ -49,6 +51,8 @@ def _as_utf8_safe(text: str) -> str:
     if not isinstance(text, str):
         fix = " (decode bytes first: data.decode('utf-8'))" if isinstance(text, (bytes, bytearray)) else ""
         raise TypeError(f"expected a str to encode, got {type(text).__name__}{fix}")
+    if text.isascii():  # constant time for a str: no copy to make
+        return text
     try:
         text.encode("utf-8")
         return text
@@ -105,6 +109,12 @@ def _special_set_error(argument: str, value) -> str:
     )
 
 
+def _remember(memory: dict[str, tuple[int, ...]], text: str, tokens: list[int]) -> None:
+    if len(memory) >= SHORT_TEXTS_KEPT:
+        memory.clear()
+    memory[text] = tuple(tokens)
+
+
 class Tokenizer:
     """A tokenizer with tiktoken's methods: ``encode``, ``encode_ordinary``, ``encode_batch``, ``decode`` ..."""
 
@@ -145,6 +155,8 @@ class Tokenizer:
         self.n_vocab = max(n_tokens, 1 + max(self._special_bytes, default=-1))
         self._check_token_ids()
         self._engine = make_engine(self, backend)
+        self._short_encode: dict[str, tuple[int, ...]] = {}
+        self._short_ordinary: dict[str, tuple[int, ...]] = {}
         self._choose_per_batch = backend == "auto"
         self._cuda_engine = None
         self.batch_choice: tuple[str, str] | None = None  # (engine, reason) of the last batch under "auto"
@@ -210,6 +222,7 @@ class Tokenizer:
         clone = object.__new__(Tokenizer)
         clone.__dict__.update(self.__dict__)
         clone._engine = make_engine(clone, backend)
+        clone._short_encode, clone._short_ordinary = {}, {}
         clone._choose_per_batch, clone._cuda_engine, clone.batch_choice = backend == "auto", None, None
         return clone
 
@@ -288,6 +301,13 @@ class Tokenizer:
 
     def encode_ordinary(self, text: str) -> list[int]:
         """Encode text, treating special-token text as ordinary text."""
+        if type(text) is str and len(text) <= SHORT_TEXT:
+            known = self._short_ordinary.get(text)
+            if known is not None:
+                return list(known)
+            tokens = self._encode_chunks(_as_utf8_safe(text), frozenset())
+            _remember(self._short_ordinary, text, tokens)
+            return tokens
         return self._encode_chunks(_as_utf8_safe(text), frozenset())
 
     def _encode_chunks(self, text: str, allowed_specials: frozenset[str]) -> list[int]:
@@ -309,7 +329,20 @@ class Tokenizer:
         allowed_special: Literal["all"] | AbstractSet[str] = frozenset(),
         disallowed_special: Literal["all"] | Collection[str] = "all",
     ) -> list[int]:
-        """Encode text; allowed special tokens become their ids, a disallowed one raises ``ValueError``."""
+        """Encode text; allowed special tokens become their ids, a disallowed one raises ``ValueError``.
+
+        With the default specials, the tokens of a short text are remembered: the same text again (a word, a
+        label) costs a dictionary lookup. A remembered text passed the special-token check, which depends on the
+        text alone."""
+        if (type(text) is str and len(text) <= SHORT_TEXT and type(allowed_special) in (frozenset, set)
+                and not allowed_special and disallowed_special == "all"):
+            known = self._short_encode.get(text)
+            if known is not None:
+                return list(known)
+            safe = _as_utf8_safe(text)
+            tokens = self._encode_chunks(safe, self._check_specials(safe, allowed_special, disallowed_special))
+            _remember(self._short_encode, text, tokens)
+            return tokens
         text = _as_utf8_safe(text)
         return self._encode_chunks(text, self._check_specials(text, allowed_special, disallowed_special))
 
@@ -368,16 +401,19 @@ class Tokenizer:
 
     def _check_specials(self, text: str, allowed_special, disallowed_special) -> frozenset[str]:
         """Apply tiktoken's special-token contract; return the specials to encode as specials."""
-        if allowed_special != "all" and not isinstance(allowed_special, AbstractSet):
-            raise TypeError(_special_set_error("allowed_special", allowed_special))
-        if isinstance(disallowed_special, (str, bytes)) and disallowed_special != "all":
-            raise TypeError(_special_set_error("disallowed_special", disallowed_special))
-        allowed = self.special_tokens_set if allowed_special == "all" else frozenset(allowed_special)
-        allowed &= self.special_tokens_set  # as in tiktoken, allowing a name that is no special token is a no-op
-        if disallowed_special == "all":
-            disallowed = self.special_tokens_set - allowed
+        if type(allowed_special) in (frozenset, set) and not allowed_special and disallowed_special == "all":
+            allowed, disallowed = frozenset(), self.special_tokens_set  # the defaults, without building sets
         else:
-            disallowed = frozenset(disallowed_special or ())  # None is "none", as in tiktoken
+            if allowed_special != "all" and not isinstance(allowed_special, AbstractSet):
+                raise TypeError(_special_set_error("allowed_special", allowed_special))
+            if isinstance(disallowed_special, (str, bytes)) and disallowed_special != "all":
+                raise TypeError(_special_set_error("disallowed_special", disallowed_special))
+            allowed = self.special_tokens_set if allowed_special == "all" else frozenset(allowed_special)
+            allowed &= self.special_tokens_set  # as in tiktoken, allowing a name that is no special token is a no-op
+            if disallowed_special == "all":
+                disallowed = self.special_tokens_set - allowed
+            else:
+                disallowed = frozenset(disallowed_special or ())  # None is "none", as in tiktoken
         if disallowed:
             match = special_token_regex(disallowed).search(text)
             if match:
@@ -421,7 +457,7 @@ class Tokenizer:
         if not 0 <= token < len(offsets) - 1:
             return None
         found = self.tables["token_bytes"][offsets[token] : offsets[token + 1]].tobytes()
-        return found or None
+        return found if found or token in self.tables.get("empty_tokens", ()) else None
 
     def decode_bytes(self, tokens: Sequence[int]) -> bytes:
         """The bytes of a token sequence: ``decode_bytes(encode(s)) == s.encode()``."""
