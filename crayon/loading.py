@@ -27,6 +27,8 @@ from crayon.reference.pretokenize import WholeText
 from crayon.saving import CARTRIDGE_SECTION, save_cartridge
 from crayon.tokenizer import Tokenizer
 
+__all__ = ["load", "list_profiles", "load_cartridge", "as_longest_match", "ALGORITHMS", "CARTRIDGE_SUFFIX"]
+
 ALGORITHMS = ("bpe", "longest")
 TABLE_NAME = {section: table for table, section in CARTRIDGE_SECTION.items()}
 
