@@ -120,6 +120,18 @@ def _custom_regex_oracle(tok):
                                             special_tokens={"<|endoftext|>": 100257}))
 
 
+def _cl100k_slice() -> dict[bytes, int]:
+    """The first 3000 ranks of cl100k (every byte and the commonest merges): small enough for the CUDA simulator."""
+    return {token: rank for token, rank in mergeable_ranks("cl100k_base").items() if rank < 3000}
+
+
+def _slice_oracle(tok):
+    import tiktoken
+
+    return TiktokenOracle(tiktoken.Encoding("slice", pat_str=tok.pattern, mergeable_ranks=_cl100k_slice(),
+                                            special_tokens=tok.special_tokens))
+
+
 def _sparse_longest(pattern: str | None) -> crayon.Tokenizer:
     """Longest match over every 3rd multi-byte cl100k token (no single bytes, so the byte fallback fires)."""
     from crayon.jit.dat import compile_dat
@@ -164,6 +176,10 @@ TOKENIZERS: dict[str, Case] = {
     "custom_regex": Case(lambda: crayon.Tokenizer("custom", BytePairModel(mergeable_ranks("cl100k_base")),
                                                    pattern=CUSTOM_PATTERN, special_tokens={"<|endoftext|>": 100257},
                                                    backend="reference"), _custom_regex_oracle),
+    # small and fast: the one the CUDA simulator runs (test_differential.py::test_cuda_backend_under_the_simulator)
+    "cl100k_slice": Case(lambda: crayon.Tokenizer("slice", BytePairModel(_cl100k_slice()), pattern="cl100k_base",
+                                                  special_tokens={"<|endoftext|>": 100257}, backend="reference"),
+                         _slice_oracle, corpus_chars=300, examples=6),
     "longest_sparse_cl100k": Case(lambda: _sparse_longest("cl100k_base"), ReferenceOracle, corpus_chars=3000,
                                   algorithm="longest"),
     "longest_sparse_whole_text": Case(lambda: _sparse_longest(None), ReferenceOracle, corpus_chars=3000,

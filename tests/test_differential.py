@@ -5,6 +5,12 @@ backend: tests/differential.py (one entry) and CONTRIBUTING.md."""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -15,6 +21,10 @@ import crayon.jit
 from conftest import CORPUS_FILES, corpus_text
 from crayon.reference.engine import CAPABILITIES, Engine
 from differential import BACKENDS, PAIRS, TOKENIZERS, oracle_of, tokenizer_on
+
+
+SIMULATED = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+SIMULATOR_CASE = "cl100k_slice"
 
 
 @pytest.fixture(scope="module", params=PAIRS, ids=[f"{case}-{backend}" for case, backend in PAIRS])
@@ -92,7 +102,8 @@ def test_special_tokens_follow_tiktokens_contract(subject):
 
 def test_batches_and_flat_form_equal_a_loop(subject):
     tok, oracle, case, _ = subject
-    texts = corpus_text("english_web.txt", 6000).splitlines() + ["", "日本語 text", " " * 50, case.suffix]
+    texts = corpus_text("english_web.txt", min(6000, case.corpus_chars or 6000)).splitlines()
+    texts += ["", "日本語 text", " " * 50, case.suffix]
     expected = [oracle.encode_all_special(text) for text in texts]
     threads = (1, 2, 3) if "threads" in tok.engine.capabilities else (None,)
     for num_threads in threads:
@@ -111,6 +122,24 @@ def test_batches_and_flat_form_equal_a_loop(subject):
 def test_long_inputs(subject):
     """Long single spans (one letter repeated): exact, and linear on the fast backends (bench/peers.py times it)."""
     tok, oracle, _, backend = subject
-    n = 600 if backend == "reference" else 5000  # the reference's merge loop is quadratic in a span's length
+    slow = backend == "reference" or SIMULATED  # the reference's merge loop is quadratic in a span's length
+    n = 600 if slow else 5000
     for text in ["a" * n, "ab" * (n // 2), "好" * (n // 2), " " * n + "x"]:
         assert tok.encode(text, allowed_special="all") == oracle.encode_all_special(text)
+
+
+@pytest.mark.skipif(BACKENDS["cuda"].available()[0], reason="CUDA (or its simulator) runs the cuda pairs here")
+def test_cuda_backend_under_the_simulator():
+    """Without a GPU, the harness's cuda pairs of the small tokenizer run under numba-cuda's simulator (switched on
+    before numba.cuda is imported, so in a subprocess)."""
+    pytest.importorskip("numba.cuda")
+    selected = f"{SIMULATOR_CASE}-cuda"
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider", "-k", selected],
+        cwd=Path(__file__).parents[1], env={**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}, capture_output=True, text=True,
+        timeout=600,
+    )
+    output = result.stdout[-6000:] + result.stderr[-3000:]
+    assert result.returncode == 0, output
+    expected = 6 + len(CORPUS_FILES)  # every test above on the one pair, the corpus test once per corpus
+    assert re.search(rf"\b{expected} passed", result.stdout), output

@@ -111,7 +111,7 @@ def test_device_tests_under_simulator():
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
     result = subprocess.run(
         [sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider", "-k", "on_device"],
-        cwd=Path(__file__).parent, env=env, capture_output=True, text=True, timeout=600,
+        cwd=Path(__file__).parents[1], env=env, capture_output=True, text=True, timeout=600,  # imports this checkout
     )
     output = result.stdout[-6000:] + result.stderr[-3000:]
     assert result.returncode == 0, output
