@@ -16,6 +16,14 @@ from crayon.tokenizer import Tokenizer
 ENCODINGS = ["cl100k_base", "o200k_base"]
 
 
+@pytest.fixture(scope="module", params=ENCODINGS)
+def pair(request):
+    """(crayon tokenizer on the jit backend, tiktoken encoder) for one vocabulary."""
+    tok = crayon.load(request.param, backend="jit")
+    assert tok.backend == "jit"
+    return tok, tiktoken_encoding(request.param)
+
+
 @pytest.mark.parametrize("name", ENCODINGS)
 def test_every_span_encoder_gives_the_same_tokens(name):
     reference = tiktoken_encoding(name)
