@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import crayon
+import crayon.cartridge
 import crayon.loading
 from crayon.cartridge import open_cartridge, write_cartridge
 from crayon.cli import main as cli_main
@@ -327,6 +328,24 @@ def test_a_corrupted_cached_profile_is_rebuilt_from_the_vocabulary(tmp_path, mon
     cached.write_bytes(data)
     assert crayon.load("cl100k_base").encode(text) == expected
     open_cartridge(cached, verify=True).close()  # rebuilt
+
+
+def test_a_cached_profile_is_checksummed_once_per_version(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setattr(crayon.loading, "profile_dirs", lambda: [cache])
+    monkeypatch.setattr(crayon.loading, "cache_dirs", lambda: [cache])
+    crayon.load("cl100k_base")
+    checked = []
+    original = crayon.cartridge.Cartridge.verify_checksums
+    monkeypatch.setattr(crayon.cartridge.Cartridge, "verify_checksums",
+                        lambda self: checked.append(self.path) or original(self))
+    for _ in range(3):
+        crayon.load("cl100k_base")
+    assert len(checked) <= 1
+    cached = cache / "cl100k_base.crayon"
+    os.utime(cached, ns=(cached.stat().st_atime_ns, cached.stat().st_mtime_ns + 10**9))  # written since
+    crayon.load("cl100k_base")
+    assert checked[-1] == cached and len(checked) <= 2
 
 
 def test_save_appends_the_suffix_and_load_finds_it(tmp_path, monkeypatch, small_tokenizer):
