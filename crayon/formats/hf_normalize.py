@@ -27,6 +27,7 @@ from crayon.formats.hf_pretokenize import (
     string_pattern,
     to_byte_chars,
 )
+from crayon.reference.unicode16 import pin_unicode_classes
 
 
 def _code_point_class(ranges: str) -> str:
@@ -141,9 +142,9 @@ class Strip(Normalizer):
     def __init__(self, left: bool = True, right: bool = True):
         self.left = left
         self.right = right
-        self._pattern = regex.compile(
+        self._pattern = regex.compile(pin_unicode_classes(
             "|".join(([r"^\p{White_Space}+"] if left else []) + ([r"\p{White_Space}+\Z"] if right else [])) or "(?!)"
-        )
+        ))
 
     def __call__(self, text: str) -> str:
         return self._pattern.sub("", text)

@@ -17,6 +17,7 @@ from typing import Iterable
 import regex
 
 from crayon.errors import UnsupportedComponentError
+from crayon.reference.unicode16 import pin_unicode_classes
 
 # ----------------------------------------------------------------------------------------------------------
 # GPT-2's byte <-> character table: printable Latin-1 bytes stand for themselves, the 68 others are shifted
@@ -197,7 +198,7 @@ def compile_hf_regex(pattern: str) -> regex.Pattern:
     """
     python = _rewrite_regex(pattern, _onig_token_to_python, lambda repeated: f"(?:{repeated})+")
     try:
-        return regex.compile(python, regex.MULTILINE | regex.VERSION0)
+        return regex.compile(pin_unicode_classes(python), regex.MULTILINE | regex.VERSION0)
     except regex.error as error:
         raise UnsupportedComponentError(f"regex {pattern!r} does not compile: {error}") from None
 
@@ -400,7 +401,7 @@ class Digits(PatternSplit):
 
     def __init__(self, individual_digits: bool = False):
         self.individual_digits = individual_digits
-        super().__init__(regex.compile(r"\p{N}"), "isolated" if individual_digits else "contiguous")
+        super().__init__(regex.compile(pin_unicode_classes(r"\p{N}")), "isolated" if individual_digits else "contiguous")
 
     def to_hf(self) -> dict:
         return {"type": "Digits", "individual_digits": self.individual_digits}
@@ -408,13 +409,13 @@ class Digits(PatternSplit):
 
 # Rust's char::is_ascii_punctuation (which includes ASCII symbols) or punctuation by HF's Unicode 9.0 tables:
 # not the punctuation Python's database (Unicode 14) added since, but two characters that were punctuation then.
-_PUNCTUATION = regex.compile(
+_PUNCTUATION = regex.compile(pin_unicode_classes(
     r"(?![\u061D\u09FD\u0A76\u0C77\u0C84\u1B7D\u1B7E\u2E43-\u2E4F\u2E52-\u2E5D\U00010EAD\U00010F55-\U00010F59"
     r"\U00010F86-\U00010F89\U0001144B-\U0001144F\U0001145A\U0001145B\U0001145D\U00011660-\U0001166C\U000116B9"
     r"\U0001183B\U00011944-\U00011946\U000119E2\U00011A3F-\U00011A46\U00011A9A-\U00011A9C\U00011A9E-\U00011AA2"
     r"\U00011C41-\U00011C45\U00011C70\U00011C71\U00011EF7\U00011EF8\U00011FFF\U00012FF1\U00012FF2"
     r"\U00016E97-\U00016E9A\U00016FE2\U0001E95E\U0001E95F])[\p{P}!-/:-@\[-`{-~]|[\u166D\U000111C9]"
-)
+))
 
 
 class Punctuation(PatternSplit):
@@ -431,13 +432,13 @@ class Whitespace(PatternSplit):
     """HF ``Whitespace``: keep runs of word characters and runs of other non-spaces (Rust regex's \\w)."""
 
     def __init__(self):
-        super().__init__(regex.compile(r"\w+|[^\w\s]+"), "removed", invert=True)
+        super().__init__(regex.compile(pin_unicode_classes(r"\w+|[^\w\s]+")), "removed", invert=True)
 
     def to_hf(self) -> dict:
         return {"type": "Whitespace"}
 
 
-_WHITE_SPACE = regex.compile(r"\p{White_Space}")  # Rust's char::is_whitespace
+_WHITE_SPACE = regex.compile(pin_unicode_classes(r"\p{White_Space}"))  # Rust's char::is_whitespace
 
 
 class WhitespaceSplit(PatternSplit):

@@ -30,6 +30,7 @@ from crayon.jit.pretokenize import PATTERN_IDS, split_spans
 from crayon.patterns import pattern_name, resolve_pattern
 from crayon.reference.bpe import BytePairModel
 from crayon.reference.pretokenize import split_specials
+from crayon.reference.unicode16 import pin_unicode_classes
 from crayon.reference.train import (
     N_BYTES,
     Extension,
@@ -52,8 +53,8 @@ CHUNK_SIZE = 1 << 20
 # - text[:q] gives the same spans: the matches before q read text[q] only to stop a letter run or to fail a
 #   contraction or a longer alternative, and the end of the text stops and fails them the same way.
 # - The spans from q on depend only on text[q:]: the patterns have no lookbehind and findall restarts at q.
-SAFE_CUT = regex.compile(r"(?r)\p{L}\s")
-_WHITESPACE = regex.compile(r"\s")
+SAFE_CUT = regex.compile(pin_unicode_classes(r"(?r)\p{L}\s"))
+_WHITESPACE = regex.compile(pin_unicode_classes(r"\s"))
 
 _COUNT, _LEFT, _RIGHT, _HEAD, _LENGTH, _MARK = range(6)  # columns of the pair table
 _POSITION, _NEXT = range(2)  # columns of the occurrence lists

@@ -12,6 +12,7 @@ from typing import Iterable, Iterator
 import regex
 
 from crayon.patterns import resolve_pattern
+from crayon.reference.unicode16 import pin_unicode_classes
 
 
 # Letters, marks, digits, punctuation, symbols and whitespace of several scripts: a pattern whose spans drop
@@ -24,9 +25,11 @@ COVERAGE_SAMPLE = (
 
 @functools.lru_cache(maxsize=32)
 def compile_pattern(pattern: str) -> regex.Pattern:
-    """Compile a pattern name or regex string (cached); a regex that does not compile raises ValueError."""
+    """Compile a pattern name or regex string (cached), its character properties pinned to Unicode 16
+    (tiktoken's version) whatever the installed ``regex`` release implements; a regex that does not compile
+    raises ValueError."""
     try:
-        return regex.compile(resolve_pattern(pattern))
+        return regex.compile(pin_unicode_classes(resolve_pattern(pattern)))
     except regex.error as error:
         raise ValueError(f"pattern {pattern!r} is not a valid regex: {error}") from None
 

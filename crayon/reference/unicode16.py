@@ -1,0 +1,269 @@
+"""Regexes pinned to Unicode 16, tiktoken's version, whatever Unicode version the installed ``regex`` implements.
+
+tiktoken's patterns use ``\\p{L}``, ``\\p{N}``, ``\\s``, ... whose members depend on the Unicode version of the
+regex engine: a letter added in Unicode 17 is ``\\p{L}`` to a newer ``regex`` release and punctuation-like to
+tiktoken. ``pin_unicode_classes`` corrects a pattern before it is compiled: every character class or escape that
+uses a general-category property (``\\p{L}``, ``\\p{Lu}``, ``\\P{N}``, ``\\p{^Letter}``, ``\\p{gc=Nd}``,
+...), ``\\p{White_Space}``, ``\\s``/``\\S`` or ``\\d``/``\\D`` is compared, code point by code point, with
+the Unicode 16 ranges shipped in ``crayon/data/unicode16_categories.npz`` (written by
+``tools/gen_unicode_tables.py``); where they disagree it becomes ``(?:(?![WRONG])CLASS|[MISSING])``. With a
+Unicode 16 ``regex`` nothing changes (so nothing slows down); with a newer one only the few changed code points
+are listed. Correcting a pattern costs about 0.1-0.2 s once per process (cached).
+
+Not pinned (left to the installed ``regex``): scripts and binary properties (``\\p{Han}``,
+``\\p{Alphabetic}``), ``\\w``/``\\b``, and case folding under ``(?i)``. The patterns of the OpenAI encodings
+fold only ASCII letters, whose fold sets (``s``: ``sSſ``, ``k``: ``kKK``) Unicode's stability policy keeps.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+
+import numpy as np
+import regex
+
+from crayon.errors import CrayonError
+
+UNICODE_VERSION = "16.0.0"
+CATEGORY_FILE = "unicode16_categories.npz"
+CODE_POINTS = 0x110000
+WHITE_SPACE = "White_Space"  # the regex module's \s
+
+GENERAL_CATEGORIES = (
+    "Lu Ll Lt Lm Lo Mn Mc Me Nd Nl No Pc Pd Ps Pe Pi Pf Po Sm Sc Sk So Zs Zl Zp Cc Cf Cs Co Cn".split()
+)
+_LONG_NAMES = {
+    "Lu": "Uppercase_Letter", "Ll": "Lowercase_Letter", "Lt": "Titlecase_Letter", "Lm": "Modifier_Letter",
+    "Lo": "Other_Letter", "Mn": "Nonspacing_Mark", "Mc": "Spacing_Mark", "Me": "Enclosing_Mark",
+    "Nd": "Decimal_Number", "Nl": "Letter_Number", "No": "Other_Number", "Pc": "Connector_Punctuation",
+    "Pd": "Dash_Punctuation", "Ps": "Open_Punctuation", "Pe": "Close_Punctuation", "Pi": "Initial_Punctuation",
+    "Pf": "Final_Punctuation", "Po": "Other_Punctuation", "Sm": "Math_Symbol", "Sc": "Currency_Symbol",
+    "Sk": "Modifier_Symbol", "So": "Other_Symbol", "Zs": "Space_Separator", "Zl": "Line_Separator",
+    "Zp": "Paragraph_Separator", "Cc": "Control", "Cf": "Format", "Cs": "Surrogate", "Co": "Private_Use",
+    "Cn": "Unassigned",
+}
+_GROUPS = {
+    "L": ("Letter", "Lu Ll Lt Lm Lo"), "LC": ("Cased_Letter", "Lu Ll Lt"), "L&": ("Cased_Letter", "Lu Ll Lt"),
+    "M": ("Mark", "Mn Mc Me"), "N": ("Number", "Nd Nl No"), "P": ("Punctuation", "Pc Pd Ps Pe Pi Pf Po"),
+    "S": ("Symbol", "Sm Sc Sk So"), "Z": ("Separator", "Zs Zl Zp"), "C": ("Other", "Cc Cf Cs Co Cn"),
+}
+
+
+def _normalized(name: str) -> str:
+    """A property name as the regex module compares them: case, spaces, hyphens and underscores ignored."""
+    return name.lower().replace(" ", "").replace("_", "").replace("-", "")
+
+
+def _category_names() -> dict[str, tuple[str, ...]]:
+    names: dict[str, tuple[str, ...]] = {}
+    for short in GENERAL_CATEGORIES:
+        names[short] = names[_LONG_NAMES[short]] = (short,)
+    for short, (long, members) in _GROUPS.items():
+        names[short] = names[long] = tuple(members.split())
+    return {_normalized(name): members for name, members in names.items()}
+
+
+_CATEGORY_NAMES = _category_names()
+
+
+@functools.cache
+def property_ranges(name: str) -> np.ndarray:
+    """The Unicode 16 code points of a general category (or group, e.g. "L") or "White_Space", as sorted,
+    disjoint inclusive ranges: an int64 array of shape (n, 2)."""
+    members = (WHITE_SPACE,) if name == WHITE_SPACE else _CATEGORY_NAMES.get(_normalized(name))
+    if members is None:
+        raise KeyError(f"{name!r} is not a general category")
+    tables = _category_tables()
+    ranges = np.concatenate([tables[member] for member in members]).reshape(-1, 2)
+    return _merged(ranges[np.argsort(ranges[:, 0], kind="stable")])
+
+
+def _merged(ranges: np.ndarray) -> np.ndarray:
+    """Sorted ranges with touching neighbours joined."""
+    out: list[list[int]] = []
+    for first, last in ranges.tolist():
+        if out and first <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], last)
+        else:
+            out.append([first, last])
+    return np.array(out, dtype=np.int64).reshape(-1, 2)
+
+
+def complement(ranges: np.ndarray) -> np.ndarray:
+    """The ranges of every code point (0..0x10FFFF) not in ``ranges``."""
+    starts = np.concatenate([[0], ranges[:, 1] + 1])
+    ends = np.concatenate([ranges[:, 0] - 1, [CODE_POINTS - 1]])
+    keep = starts <= ends
+    return np.stack([starts[keep], ends[keep]], axis=1)
+
+
+@functools.cache
+def _category_tables() -> dict[str, np.ndarray]:
+    path = resources.files("crayon").joinpath("data", CATEGORY_FILE)
+    try:
+        with path.open("rb") as file, np.load(file) as arrays:
+            tables = {name: np.asarray(arrays[name], dtype=np.int64) for name in (*GENERAL_CATEGORIES, WHITE_SPACE)}
+    except (OSError, KeyError, ValueError) as error:
+        raise CrayonError(f"cannot read the Unicode {UNICODE_VERSION} tables {path}: {error}") from error
+    return tables
+
+
+def _char(code_point: int) -> str:
+    return f"\\u{code_point:04x}" if code_point <= 0xFFFF else f"\\U{code_point:08x}"
+
+
+def _class_body(ranges: np.ndarray) -> str:
+    """The inside of a character class matching ``ranges``."""
+    return "".join(
+        _char(first) if first == last else f"{_char(first)}-{_char(last)}" for first, last in ranges.tolist()
+    )
+
+
+def _escape_ranges(escape: str) -> np.ndarray | None:
+    """The Unicode 16 ranges an escape (``\\p{L}``, ``\\PL``, ``\\p{^Lu}``, ``\\s``, ``\\D``, ...) matches, or
+    None when it is not one that this module pins."""
+    letter = escape[1]
+    if letter in "sSdD":
+        ranges = property_ranges(WHITE_SPACE if letter in "sS" else "Nd")
+        return complement(ranges) if letter.isupper() else ranges
+    if letter not in "pP":
+        return None
+    name = escape[3:-1] if escape[2:3] == "{" else escape[2:]
+    negated = letter == "P"
+    if name.startswith("^"):
+        name, negated = name[1:], not negated
+    key, _, value = name.partition("=")
+    if value:
+        if _normalized(key) not in ("gc", "generalcategory"):
+            return None
+        name = value
+    if _normalized(name) in ("whitespace", "wspace", "space"):
+        name = WHITE_SPACE
+    elif _normalized(name) not in _CATEGORY_NAMES:
+        return None
+    ranges = property_ranges(name)
+    return complement(ranges) if negated else ranges
+
+
+def _escape_end(pattern: str, start: int) -> int:
+    """The end of the escape starting at ``pattern[start] == "\\"`` (``\\p{..}``, ``\\pL``, ``\\x{..}``, ...)."""
+    letter = pattern[start + 1 : start + 2]
+    if letter in ("p", "P", "x", "N") and pattern[start + 2 : start + 3] == "{":
+        end = pattern.find("}", start + 3)
+        if end > 0:
+            return end + 1
+    if letter in ("p", "P") and start + 2 < len(pattern):
+        return start + 3
+    return min(start + 2, len(pattern))
+
+
+def _class_end(pattern: str, start: int) -> int:
+    """The end of the (VERSION0) character class starting at ``pattern[start] == "["``."""
+    i = start + 1
+    if pattern[i : i + 1] == "^":
+        i += 1
+    if pattern[i : i + 1] == "]":  # a "]" first is a literal
+        i += 1
+    while i < len(pattern):
+        if pattern[i] == "\\":
+            i = _escape_end(pattern, i)
+        elif pattern.startswith("[:", i) and ":]" in pattern[i:]:
+            i = pattern.index(":]", i) + 2
+        elif pattern[i] == "]":
+            return i + 1
+        else:
+            i += 1
+    return len(pattern)  # unterminated: regex.compile reports it
+
+
+def _class_items(token: str) -> tuple[bool, list[str], str]:
+    """Split a class (or a lone escape) into (negated, its pinned escapes, a class of its other members or ""
+    when it has none)."""
+    if not token.startswith("["):
+        return False, [token] if _escape_ranges(token) is not None else [], ""
+    negated = token.startswith("[^")
+    body = token[2 if negated else 1 : -1]
+    pinned, others = [], []
+    i = 0
+    while i < len(body):
+        end = _escape_end(body, i) if body[i] == "\\" else i + 1
+        item = body[i:end]
+        (pinned if len(item) > 1 and _escape_ranges(item) is not None else others).append(item)
+        i = end
+    return negated, pinned, f"[{''.join(others)}]" if others else ""
+
+
+@functools.cache
+def _every_code_point() -> str:
+    return np.arange(CODE_POINTS, dtype="<u4").tobytes().decode("utf-32-le", "surrogatepass")
+
+
+def _matched(pattern: str, text: str) -> np.ndarray:
+    """Which characters of ``text`` the one-character ``pattern`` matches, as a boolean array."""
+    matched = np.zeros(len(text), dtype=bool)
+    for match in regex.finditer(f"(?:{pattern})+", text):
+        matched[match.start() : match.end()] = True
+    return matched
+
+
+def _contains(ranges: np.ndarray, code_points: np.ndarray) -> np.ndarray:
+    index = np.searchsorted(ranges[:, 0], code_points, side="right") - 1
+    return (index >= 0) & (code_points <= ranges[np.maximum(index, 0), 1])
+
+
+@functools.lru_cache(maxsize=64)
+def _changed_by_installed_regex(escape: str) -> np.ndarray:
+    """The code points on which the installed ``regex`` and Unicode 16 disagree about ``escape``."""
+    every = np.arange(CODE_POINTS)
+    return np.flatnonzero(_matched(escape, _every_code_point()) != _contains(_escape_ranges(escape), every))
+
+
+def _class_body_of(code_points: np.ndarray) -> str:
+    return _class_body(_merged(np.stack([code_points, code_points], axis=1)))
+
+
+def _pinned_token(token: str) -> str:
+    """A class or escape that matches, with any ``regex`` release, what it matches in Unicode 16.
+
+    Unchanged when the installed ``regex`` agrees with Unicode 16 on its properties; otherwise
+    ``(?:(?![WRONG])TOKEN|[MISSING])`` with the few code points on which they disagree."""
+    negated, escapes, others = _class_items(token)
+    if not escapes:
+        return token
+    suspects = np.unique(np.concatenate([_changed_by_installed_regex(escape) for escape in escapes]))
+    if suspects.size == 0:
+        return token
+    text = np.asarray(suspects, dtype="<u4").tobytes().decode("utf-32-le", "surrogatepass")
+    in_installed = _matched(token, text)
+    in_unicode16 = np.logical_or.reduce([_contains(_escape_ranges(escape), suspects) for escape in escapes])
+    if others:
+        in_unicode16 |= _matched(others, text)
+    if negated:
+        in_unicode16 = ~in_unicode16
+    wrong, missing = suspects[in_installed & ~in_unicode16], suspects[in_unicode16 & ~in_installed]
+    guarded = f"(?![{_class_body_of(wrong)}]){token}" if wrong.size else token
+    if missing.size:
+        return f"(?:{guarded}|[{_class_body_of(missing)}])"
+    return f"(?:{guarded})" if wrong.size else token
+
+
+@functools.lru_cache(maxsize=256)
+def pin_unicode_classes(pattern: str) -> str:
+    """``pattern`` (``regex`` module, VERSION0 syntax) matching with any ``regex`` release what it matches with
+    Unicode 16: every class or escape using a general-category property, ``\\p{White_Space}``, ``\\s`` or
+    ``\\d`` (or their negations) is corrected on the code points where the installed release disagrees."""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        if pattern[i] == "\\":
+            end = _escape_end(pattern, i)
+        elif pattern[i] == "[":
+            end = _class_end(pattern, i)
+        else:
+            out.append(pattern[i])
+            i += 1
+            continue
+        out.append(_pinned_token(pattern[i:end]))
+        i = end
+    return "".join(out)
