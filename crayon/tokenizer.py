@@ -168,6 +168,8 @@ class Tokenizer:
         self.batch_choice: tuple[str, str] | None = None  # (engine, reason) of the last batch under "auto"
         self.vocabulary_version = 1  # lineage (crayon.evolution): 1 + the number of changes since made from scratch
         self.parent_hash: str | None = None  # crayon.evolution.vocabulary_hash of the vocabulary it was derived from
+        self.template: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())  # ids before and after each text
+        self._token_byte_lengths: np.ndarray | None = None
 
     @classmethod
     def from_spec(cls, spec: TokenizerSpec, *, backend: str = "auto") -> "Tokenizer":
@@ -405,6 +407,182 @@ class Tokenizer:
         engine = self._cuda_engine if use_gpu else self._engine
         self.batch_choice = (engine.name, reason)
         return engine
+
+    # model-ready batches, counts, offsets, bytes ------------------------------------------------------
+
+    def encode_batch_flat(
+        self,
+        texts: Sequence[str],
+        *,
+        num_threads: int | None = None,
+        allowed_special: Literal["all"] | AbstractSet[str] = frozenset(),
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``encode_batch`` without Python lists: all tokens in one uint32 array and int64 ``offsets``, text i
+        being ``tokens[offsets[i]:offsets[i + 1]]``."""
+        texts = [_as_utf8_safe(text) for text in texts]
+        allowed = [self._check_specials(text, allowed_special, disallowed_special) for text in texts]
+        matched = [frozenset(self.added_tokens) | specials for specials in allowed]
+        with_tokens = [i for i, (text, names) in enumerate(zip(texts, matched))
+                       if names and special_token_regex(names).search(text)]
+        ordinary = [texts[i] for i in sorted(set(range(len(texts))) - set(with_tokens))]
+        engine = self._batch_engine(ordinary)
+        if hasattr(engine, "encode_ordinary_flat"):
+            tokens, offsets = engine.encode_ordinary_flat(ordinary, num_threads=num_threads)
+        else:
+            tokens, offsets = _flatten(engine.encode_ordinary_batch(ordinary, num_threads=num_threads))
+        if not with_tokens:
+            return tokens.astype(np.uint32, copy=False), offsets
+        chunked = {i: np.asarray(self._encode_chunks(texts[i], allowed[i]), np.uint32) for i in with_tokens}
+        pieces, next_ordinary = [], 0
+        for i in range(len(texts)):
+            if i in chunked:
+                pieces.append(chunked[i])
+            else:
+                pieces.append(tokens[offsets[next_ordinary] : offsets[next_ordinary + 1]])
+                next_ordinary += 1
+        return _flatten(pieces)
+
+    def count_tokens(self, text: str, **specials) -> int:
+        """The number of tokens ``encode(text, **specials)`` gives, without building the list."""
+        return int(self.count_tokens_batch([text], **specials)[0])
+
+    def count_tokens_batch(self, texts: Sequence[str], *, num_threads: int | None = None, **specials) -> np.ndarray:
+        """The token count of each text (int64 array), without building Python lists."""
+        _, offsets = self.encode_batch_flat(texts, num_threads=num_threads, **specials)
+        return np.diff(offsets)
+
+    def token_byte_lengths(self) -> np.ndarray:
+        """The byte length of every token id (int64, ``n_vocab`` long; 0 for ids no token has)."""
+        if self._token_byte_lengths is None:
+            lengths = np.zeros(self.n_vocab, np.int64)
+            if self.tables is not None:
+                offsets = self.tables["token_offsets"]
+                lengths[: len(offsets) - 1] = np.diff(offsets)
+            else:
+                for token, data in self.model.token_bytes.items():
+                    lengths[token] = len(data)
+            for token, data in self._special_bytes.items():
+                lengths[token] = len(data)
+            self._token_byte_lengths = lengths
+        return self._token_byte_lengths
+
+    def offsets_mapping(self, text: str, tokens: np.ndarray) -> np.ndarray:
+        """The character span ``(start, end)`` of each token of ``encode(text)`` in ``text`` (int64, shape
+        (n, 2)): the characters its bytes belong to. Text with a normalizer has no such mapping (refused)."""
+        if self.normalizer is not None:
+            raise ValueError(f"{self.name} normalizes text, so its tokens have no spans in the original text")
+        data = np.frombuffer(_as_utf8_safe(text).encode("utf-8"), np.uint8)
+        byte_ends = np.cumsum(self.token_byte_lengths()[np.asarray(tokens, np.int64)])
+        if len(byte_ends) and byte_ends[-1] != len(data):
+            raise ValueError("tokens are not the encoding of text")
+        char_of_byte = np.cumsum((data & 0xC0) != 0x80) - 1  # the character each byte belongs to
+        char_of_byte = np.append(char_of_byte, char_of_byte[-1] + 1 if len(data) else 0)
+        byte_starts = byte_ends - self.token_byte_lengths()[np.asarray(tokens, np.int64)]
+        return np.stack([char_of_byte[byte_starts], char_of_byte[np.maximum(byte_ends - 1, 0)] + 1], axis=1)
+
+    def encode_batch_to_numpy(
+        self,
+        texts: Sequence[str],
+        *,
+        padding: bool | Literal["longest", "max_length"] = "longest",
+        truncation: bool = False,
+        max_length: int | None = None,
+        pad_token_id: int | None = None,
+        pad_to_multiple_of: int | None = None,
+        padding_side: Literal["right", "left"] = "right",
+        truncation_side: Literal["right", "left"] = "right",
+        add_special_tokens: bool = True,
+        return_attention_mask: bool = True,
+        return_offsets_mapping: bool = False,
+        num_threads: int | None = None,
+        allowed_special: Literal["all"] | AbstractSet[str] = frozenset(),
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+    ) -> dict[str, np.ndarray]:
+        """Model-ready int64 arrays of a batch, as transformers' ``tokenizer(texts, return_tensors="np")``:
+        ``input_ids`` (each text framed by ``template``'s prefix and suffix ids when ``add_special_tokens``,
+        truncated to ``max_length`` with ``truncation``, padded with ``pad_token_id`` to the longest row or to
+        ``max_length``), ``attention_mask`` (1 on tokens) and ``offsets_mapping`` (character spans, (0, 0) on
+        template and pad tokens)."""
+        if padding is True:
+            padding = "longest"
+        if padding not in (False, "longest", "max_length"):
+            raise ValueError(f"padding={padding!r}: choose True/'longest', 'max_length' or False")
+        if (truncation or padding == "max_length") and max_length is None:
+            raise ValueError("truncation=True and padding='max_length' need max_length")
+        if padding_side not in ("right", "left") or truncation_side not in ("right", "left"):
+            raise ValueError("padding_side and truncation_side are 'right' or 'left'")
+        tokens, offsets = self.encode_batch_flat(texts, num_threads=num_threads, allowed_special=allowed_special,
+                                                 disallowed_special=disallowed_special)
+        prefix, suffix = (np.asarray(ids, np.int64) for ids in self.template) if add_special_tokens else (
+            np.empty(0, np.int64), np.empty(0, np.int64))
+        framing = len(prefix) + len(suffix)
+        lengths = np.diff(offsets)
+        if truncation:
+            if max_length < framing:
+                raise ValueError(f"max_length={max_length} leaves no room for the {framing} template tokens")
+            kept = np.minimum(lengths, max_length - framing)
+        else:
+            kept = lengths
+        skipped = lengths - kept if truncation_side == "left" else np.zeros_like(lengths)
+        row_lengths = kept + framing
+        width = int(row_lengths.max(initial=0))
+        if padding == "max_length":
+            if width > max_length:
+                raise ValueError(f"a text has {width} tokens, more than max_length={max_length}: pass truncation=True")
+            width = max_length
+        if pad_to_multiple_of:
+            width = -(-width // pad_to_multiple_of) * pad_to_multiple_of
+        if padding is False and len(set(row_lengths.tolist())) > 1:
+            raise ValueError("texts of different token counts make no array without padding: pass padding=True")
+        if width > row_lengths.min(initial=width) and pad_token_id is None:
+            raise ValueError(f"{self.name} has no pad token: pass pad_token_id")
+        n = len(lengths)
+        starts = width - row_lengths if padding_side == "left" else np.zeros(n, np.int64)
+        input_ids = np.full((n, width), pad_token_id if pad_token_id is not None else 0, np.int64)
+        rows = np.repeat(np.arange(n), kept)
+        within = np.arange(int(kept.sum())) - np.repeat(np.cumsum(kept) - kept, kept)
+        columns = np.repeat(starts + len(prefix), kept) + within
+        sources = np.repeat(offsets[:-1] + skipped, kept) + within
+        input_ids[rows, columns] = tokens[sources]
+        for j, token in enumerate(prefix):
+            input_ids[np.arange(n), starts + j] = token
+        for j, token in enumerate(suffix):
+            input_ids[np.arange(n), starts + len(prefix) + kept + j] = token
+        result = {"input_ids": input_ids}
+        if return_attention_mask:
+            column = np.arange(width)
+            result["attention_mask"] = ((column >= starts[:, None]) & (column < (starts + row_lengths)[:, None])).astype(np.int64)
+        if return_offsets_mapping:
+            spans = np.zeros((n, width, 2), np.int64)
+            for i, text in enumerate(texts):
+                mapping = self.offsets_mapping(text, tokens[offsets[i] : offsets[i + 1]])
+                begin = starts[i] + len(prefix)
+                spans[i, begin : begin + kept[i]] = mapping[skipped[i] : skipped[i] + kept[i]]
+            result["offsets_mapping"] = spans
+        return result
+
+    def __call__(self, texts: str | Sequence[str], *, return_tensors: Literal["np"] = "np", **options) -> dict[str, np.ndarray]:
+        """``encode_batch_to_numpy`` called like a transformers tokenizer: ``tok(texts, padding=True,
+        truncation=True, max_length=512, return_tensors="np")``; one text gives one row."""
+        if return_tensors != "np":
+            raise ValueError(f"return_tensors={return_tensors!r}: Crayon returns numpy arrays ('np')")
+        return self.encode_batch_to_numpy([texts] if isinstance(texts, str) else texts, **options)
+
+    def encode_ordinary_bytes(self, data: bytes | bytearray | memoryview) -> np.ndarray:
+        """Tokens (uint32) of UTF-8 bytes as ordinary text; for a known pattern on the jit engine the buffer is
+        read in place, not copied. A byte that is not valid UTF-8 counts as one non-letter character, as in
+        ``encode_ordinary(data.decode("utf-8", "surrogateescape"))`` with tokens of the raw bytes."""
+        view = memoryview(data).cast("B")
+        if not self.added_tokens and getattr(self._engine, "pattern_id", None) is not None and hasattr(
+                self._engine, "encode_utf8_flat"):
+            tokens, _ = self._engine.encode_utf8_flat(np.frombuffer(view, np.uint8), np.array([0, len(view)], np.int64))
+            return tokens
+        text = view.tobytes().decode("utf-8", "surrogateescape")
+        if self.normalizer is not None:
+            text = self.normalizer(text)
+        spans = [span.encode("utf-8", "surrogateescape") for span in self.pretokenizer(text)]
+        return np.asarray([token for span in spans for token in self.model.encode_span(span)], np.uint32)
 
     def _check_specials(self, text: str, allowed_special, disallowed_special) -> frozenset[str]:
         """Apply tiktoken's special-token contract; return the specials to encode as specials."""
