@@ -174,9 +174,11 @@ class Tokenizer:
     @classmethod
     def from_spec(cls, spec: TokenizerSpec, *, backend: str = "auto") -> "Tokenizer":
         """The tokenizer a reader of ``crayon.formats`` describes (an HF ``tokenizer.json``, say)."""
-        return cls(spec.name, spec.model, pattern=spec.pattern, special_tokens=spec.special_tokens,
-                   added_tokens=spec.added_tokens, normalizer=spec.normalizer, pretokenizer=spec.pretokenizer,
-                   backend=backend)
+        tokenizer = cls(spec.name, spec.model, pattern=spec.pattern, special_tokens=spec.special_tokens,
+                        added_tokens=spec.added_tokens, normalizer=spec.normalizer, pretokenizer=spec.pretokenizer,
+                        backend=backend)
+        tokenizer.template = spec.template
+        return tokenizer
 
     def _check_token_ids(self) -> None:
         """Special and added tokens need ids of their own: not shared, not an ordinary token of other bytes."""

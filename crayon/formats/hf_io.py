@@ -15,7 +15,8 @@ with ``encode(text, allowed_special="all")`` the ids of HF's ``encode(text, add_
   ``rstrip`` and ``single_word`` flags are refused, and so is ``normalized: true`` wherever it would match
   differently from Crayon (which matches added tokens in the text before normalization).
 - post-processors (ByteLevel, TemplateProcessing, RobertaProcessing, BertProcessing, Sequence) only act with
-  ``add_special_tokens=True`` or on offsets, so they are accepted and do nothing here. Decoders: ByteLevel,
+  ``add_special_tokens=True`` or on offsets: ``encode`` ignores them; the ids they put around a single text
+  become the Tokenizer's ``template``, which ``encode_batch_to_numpy`` adds. Decoders: ByteLevel,
   Fuse, Sequence of those, or none (Crayon decodes to the tokens' bytes). Truncation and fixed-length padding
   change ids and are refused.
 
@@ -83,6 +84,7 @@ def spec_from_hf(config: dict, *, name: str = "tokenizer") -> TokenizerSpec:
     _check_decoder(config.get("decoder"))
 
     normalizer, pretokenizer = pipeline_from_hf(config)
+    pattern = known_pattern_of(config.get("pre_tokenizer")) if normalizer is None else None
 
     special_tokens, added_tokens = _added_tokens(config.get("added_tokens") or [], vocab, normalizer)
     added_ids = set(special_tokens.values()) | set(added_tokens.values())
@@ -92,12 +94,50 @@ def spec_from_hf(config: dict, *, name: str = "tokenizer") -> TokenizerSpec:
     return TokenizerSpec(
         name,
         model,
-        pattern=None,
+        pattern=pattern,
         special_tokens=special_tokens,
         added_tokens=added_tokens,
         normalizer=normalizer,
-        pretokenizer=pretokenizer,
+        pretokenizer=None if pattern is not None else pretokenizer,
+        template=template_from_hf(config.get("post_processor")),
     )
+
+
+def known_pattern_of(pre_tokenizer_spec: dict | None) -> str | None:
+    """The name of the tiktoken pattern whose HF form (as ``save_hf_tokenizer`` writes it) ``pre_tokenizer_spec``
+    is, or None: such a tokenizer splits exactly as that pattern, so the jit engine runs its compiled spanner."""
+    for name in ("r50k_base", "cl100k_base", "o200k_base"):
+        if pre_tokenizer_spec == _pretokenizer_to_hf(PatternSpanner(name)):
+            return name
+    return None
+
+
+def template_from_hf(spec: dict | None) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The ids a post-processor puts before and after a single text (HF's ``add_special_tokens=True``)."""
+    if spec is None:
+        return (), ()
+    kind = spec.get("type")
+    if kind == "Sequence":
+        prefix: tuple[int, ...] = ()
+        suffix: tuple[int, ...] = ()
+        for inner in spec.get("processors", []):
+            inner_prefix, inner_suffix = template_from_hf(inner)
+            prefix, suffix = inner_prefix + prefix, suffix + inner_suffix
+        return prefix, suffix
+    if kind in ("RobertaProcessing", "BertProcessing"):
+        return (int(spec["cls"][1]),), (int(spec["sep"][1]),)
+    if kind == "TemplateProcessing":
+        before: list[int] = []
+        after: list[int] = []
+        seen_text = False
+        for item in spec["single"]:
+            if "Sequence" in item:
+                seen_text = True
+            else:
+                ids = spec["special_tokens"][item["SpecialToken"]["id"]]["ids"]
+                (after if seen_text else before).extend(int(token) for token in ids)
+        return tuple(before), tuple(after)
+    return (), ()
 
 
 def pipeline_from_hf(config: dict) -> tuple[Normalizer | None, HFPreTokenizer]:

@@ -15,7 +15,8 @@ __all__ = ["TokenizerSpec"]
 class TokenizerSpec:
     """A tokenizer's parts: the model (vocabulary and merges), its pre-tokenization (a ``pattern`` regex, or a
     ``pretokenizer`` that splits text into spans), an optional ``normalizer``, and the special tokens (tiktoken's
-    allow/disallow contract) and added tokens (always matched) with their ids."""
+    allow/disallow contract) and added tokens (always matched) with their ids; ``template`` holds the ids put
+    before and after each text by ``encode_batch_to_numpy`` (an HF post-processor's BOS/EOS)."""
 
     name: str
     model: BytePairModel
@@ -24,3 +25,4 @@ class TokenizerSpec:
     added_tokens: dict[str, int] = field(default_factory=dict)
     normalizer: Callable[[str], str] | None = None
     pretokenizer: Callable[[str], list[str]] | None = None
+    template: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
