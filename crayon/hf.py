@@ -19,6 +19,7 @@ Crayon loads byte-level BPE tokenizers; any other model (WordPiece, Unigram, ...
 from __future__ import annotations
 
 import json
+import logging
 
 import numpy as np
 
@@ -32,6 +33,7 @@ from crayon.errors import UnsupportedComponentError
 from crayon.formats.hf_io import spec_from_hf
 from crayon.tokenizer import Tokenizer
 
+logger = logging.getLogger(__name__)
 _CRAYON_TRUNCATIONS = (TruncationStrategy.DO_NOT_TRUNCATE, TruncationStrategy.LONGEST_FIRST,
                        TruncationStrategy.ONLY_FIRST)
 
@@ -59,6 +61,7 @@ class CrayonTokenizerFast(PreTrainedTokenizerFast):
     tokenizer Crayon cannot encode exactly."""
 
     crayon_calls = 0
+    crayon_warned_length = False
     _crayon: Tokenizer | None = None
 
     @classmethod
@@ -116,8 +119,11 @@ class CrayonTokenizerFast(PreTrainedTokenizerFast):
                 padding_side=padding_side or self.padding_side, truncation_side=self.truncation_side,
                 add_special_tokens=add_special_tokens, return_attention_mask=return_attention_mask, **specials)
             encoded = arrays if return_tensors is not None else {key: value.tolist() for key, value in arrays.items()}
-        for row in encoded["input_ids"]:
-            self._eventual_warn_about_too_long_sequence(row, max_length, verbose)
+        longest = max(map(len, encoded["input_ids"]), default=0)
+        if verbose and max_length is None and longest > self.model_max_length and not self.crayon_warned_length:
+            self.crayon_warned_length = True
+            logger.warning(f"a text has {longest} tokens, more than model_max_length={self.model_max_length}: "
+                           "the model may fail on it (pass truncation=True)")
         if isinstance(text, str) and return_tensors is None:
             encoded = {key: value[0] for key, value in encoded.items()}
         return BatchEncoding(encoded, tensor_type=return_tensors)

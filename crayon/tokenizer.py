@@ -15,7 +15,7 @@ from crayon.errors import BackendUnavailableError, PatternCoverageWarning, Speci
 from crayon.formats.spec import TokenizerSpec
 from crayon.patterns import pattern_name
 from crayon.reference.bpe import BytePairModel
-from crayon.reference.engine import Engine, ReferenceEngine
+from crayon.reference.engine import Engine, ReferenceEngine, flat_from_arrays
 from crayon.reference.pretokenize import (
     COVERAGE_SAMPLE,
     PatternSpanner,
@@ -429,10 +429,7 @@ class Tokenizer:
                        if names and special_token_regex(names).search(text)]
         ordinary = [texts[i] for i in sorted(set(range(len(texts))) - set(with_tokens))]
         engine = self._batch_engine(ordinary)
-        if hasattr(engine, "encode_ordinary_flat"):
-            tokens, offsets = engine.encode_ordinary_flat(ordinary, num_threads=num_threads)
-        else:
-            tokens, offsets = _flatten(engine.encode_ordinary_batch(ordinary, num_threads=num_threads))
+        tokens, offsets = engine.encode_ordinary_flat(ordinary, num_threads=num_threads)
         if not with_tokens:
             return tokens.astype(np.uint32, copy=False), offsets
         chunked = {i: np.asarray(self._encode_chunks(texts[i], allowed[i]), np.uint32) for i in with_tokens}
@@ -443,7 +440,7 @@ class Tokenizer:
             else:
                 pieces.append(tokens[offsets[next_ordinary] : offsets[next_ordinary + 1]])
                 next_ordinary += 1
-        return _flatten(pieces)
+        return flat_from_arrays(pieces)
 
     def count_tokens(self, text: str, **specials) -> int:
         """The number of tokens ``encode(text, **specials)`` gives, without building the list."""

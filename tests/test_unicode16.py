@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import crayon
 from crayon.jit.pretokenize import span_ends
-from crayon.reference.hf_pretokenize import compile_hf_regex
+from crayon.formats.hf_pretokenize import compile_hf_regex
 from crayon.reference.pretokenize import split
 from crayon.reference.unicode16 import (
     CODE_POINTS,
