@@ -101,3 +101,26 @@ def test_bytes_encode_like_text(tok):
         assert tok.encode_ordinary_bytes(buffer).tolist() == tok.encode_ordinary(text)
     broken = b"abc \xff\xfe def \xe2\x82 x"
     assert tok.decode_bytes(tok.encode_ordinary_bytes(broken).tolist()) == broken
+
+
+def gpt2_byte_level_spans(text: str) -> list[str]:
+    from crayon.formats.hf_pretokenize import ByteLevel, HFPreTokenizer
+
+    return HFPreTokenizer(ByteLevel(add_prefix_space=False, use_regex=True))(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(tokenizer_text)
+def test_gpt2_byte_level_splits_as_r50k(text):
+    """Why crayon.formats.hf_io.known_pattern_of runs r50k's compiled spanner for GPT-2's ByteLevel."""
+    from crayon.reference.pretokenize import split
+
+    assert gpt2_byte_level_spans(text) == split(text, "r50k_base")
+
+
+@pytest.mark.parametrize("corpus", ["english_web.txt", "multilingual.txt", "python_code.py"])
+def test_gpt2_byte_level_splits_corpora_as_r50k(corpus):
+    from crayon.reference.pretokenize import split
+
+    text = corpus_text(corpus)[:300000]
+    assert gpt2_byte_level_spans(text) == split(text, "r50k_base")

@@ -104,8 +104,13 @@ def spec_from_hf(config: dict, *, name: str = "tokenizer") -> TokenizerSpec:
 
 
 def known_pattern_of(pre_tokenizer_spec: dict | None) -> str | None:
-    """The name of the tiktoken pattern whose HF form (as ``save_hf_tokenizer`` writes it) ``pre_tokenizer_spec``
-    is, or None: such a tokenizer splits exactly as that pattern, so the jit engine runs its compiled spanner."""
+    """The name of the tiktoken pattern ``pre_tokenizer_spec`` splits exactly as, or None: the HF form that
+    ``save_hf_tokenizer`` writes for a pattern, or GPT-2's ByteLevel without a prefix space, whose regex is
+    r50k's (they differ only in ``\\s++$|...|\\s`` against ``...|\\s+``, which match the same whitespace). The
+    jit engine then runs its compiled spanner."""
+    if isinstance(pre_tokenizer_spec, dict) and {**pre_tokenizer_spec, "trim_offsets": True} == {
+            "type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}:
+        return "r50k_base"
     for name in ("r50k_base", "cl100k_base", "o200k_base"):
         if pre_tokenizer_spec == _pretokenizer_to_hf(PatternSpanner(name)):
             return name
