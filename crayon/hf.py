@@ -64,9 +64,12 @@ class CrayonTokenizerFast(PreTrainedTokenizerFast):
     crayon_warned_length = False
     _crayon: Tokenizer | None = None
 
+    crayon_backend = "auto"
+
     @classmethod
     def from_pretrained(cls, *args, crayon_backend: str = "auto", **kwargs) -> "CrayonTokenizerFast":
         tokenizer = super().from_pretrained(*args, **kwargs)
+        tokenizer.crayon_backend = crayon_backend
         tokenizer._crayon = crayon_tokenizer_of(tokenizer, backend=crayon_backend)
         return tokenizer
 
@@ -74,8 +77,13 @@ class CrayonTokenizerFast(PreTrainedTokenizerFast):
     def crayon(self) -> Tokenizer:
         """The Crayon Tokenizer that encodes the batches (built from the backend on first use)."""
         if self._crayon is None:
-            self._crayon = crayon_tokenizer_of(self)
+            self._crayon = crayon_tokenizer_of(self, backend=self.crayon_backend)
         return self._crayon
+
+    def __getstate__(self) -> dict:
+        """Pickled without the Crayon Tokenizer, which the receiving process rebuilds from the backend on first
+        use (``datasets.map(..., num_proc=N)`` pickles the tokenizer into each worker)."""
+        return {**self.__dict__, "_crayon": None}
 
     def _encode_plus(self, text, text_pair=None, add_special_tokens=True,
                      padding_strategy=PaddingStrategy.DO_NOT_PAD,

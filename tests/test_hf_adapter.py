@@ -104,3 +104,17 @@ def test_a_model_that_is_not_byte_level_bpe_is_refused(tmp_path):
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}))
     with pytest.raises(UnsupportedComponentError, match="CrayonTokenizerFast cannot encode this tokenizer"):
         CrayonTokenizerFast.from_pretrained(tmp_path)
+
+
+def test_datasets_map_with_workers(pair):
+    """``datasets.map(batched=True, num_proc=2)``: the adapter pickles into the workers and gives transformers' ids."""
+    datasets = pytest.importorskip("datasets")
+    hf, crayon_hf = pair
+    dataset = datasets.Dataset.from_dict({"text": TEXTS * 4})
+
+    def tokenize(tokenizer):
+        return lambda batch: tokenizer(batch["text"], truncation=True, max_length=32)
+
+    expected = dataset.map(tokenize(hf), batched=True, batch_size=16, remove_columns=["text"])
+    got = dataset.map(tokenize(crayon_hf), batched=True, batch_size=16, num_proc=2, remove_columns=["text"])
+    assert got["input_ids"] == expected["input_ids"] and got["attention_mask"] == expected["attention_mask"]
