@@ -11,7 +11,7 @@ from typing import Iterable, Iterator
 
 import regex
 
-from crayon.patterns import resolve_pattern
+from crayon.patterns import pattern_name, resolve_pattern
 from crayon.reference.unicode16 import pin_unicode_classes
 
 
@@ -81,10 +81,12 @@ class PatternSpanner:
 
     def __init__(self, pattern: str):
         self.pattern = resolve_pattern(pattern)
-        self._regex = compile_pattern(self.pattern)
+        if pattern_name(self.pattern) is None:
+            compile_pattern(self.pattern)  # a custom regex is checked now; a known one compiles on first use,
+            # which the jit engine, with its own state machine for it, never makes
 
     def __call__(self, text: str) -> list[str]:
-        return self._regex.findall(text)
+        return compile_pattern(self.pattern).findall(text)
 
 
 class WholeText:

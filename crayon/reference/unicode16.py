@@ -215,8 +215,12 @@ def _contains(ranges: np.ndarray, code_points: np.ndarray) -> np.ndarray:
 @functools.lru_cache(maxsize=64)
 def _changed_by_installed_regex(escape: str) -> np.ndarray:
     """The code points on which the installed ``regex`` and Unicode 16 disagree about ``escape``."""
-    every = np.arange(CODE_POINTS)
-    return np.flatnonzero(_matched(escape, _every_code_point()) != _contains(_escape_ranges(escape), every))
+    ranges = _escape_ranges(escape)
+    steps = np.zeros(CODE_POINTS + 1, np.int8)
+    steps[ranges[:, 0]] = 1
+    steps[ranges[:, 1] + 1] = -1
+    in_unicode16 = np.cumsum(steps[:-1], dtype=np.int8).astype(bool)
+    return np.flatnonzero(_matched(escape, _every_code_point()) != in_unicode16)
 
 
 def _class_body_of(code_points: np.ndarray) -> str:
