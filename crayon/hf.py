@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import weakref
 
 import numpy as np
 
@@ -34,6 +35,7 @@ from crayon.formats.hf_io import spec_from_hf
 from crayon.tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
+_CRAYON_TOKENIZERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _CRAYON_TRUNCATIONS = (TruncationStrategy.DO_NOT_TRUNCATE, TruncationStrategy.LONGEST_FIRST,
                        TruncationStrategy.ONLY_FIRST)
 
@@ -62,28 +64,23 @@ class CrayonTokenizerFast(PreTrainedTokenizerFast):
 
     crayon_calls = 0
     crayon_warned_length = False
-    _crayon: Tokenizer | None = None
-
     crayon_backend = "auto"
 
     @classmethod
     def from_pretrained(cls, *args, crayon_backend: str = "auto", **kwargs) -> "CrayonTokenizerFast":
         tokenizer = super().from_pretrained(*args, **kwargs)
         tokenizer.crayon_backend = crayon_backend
-        tokenizer._crayon = crayon_tokenizer_of(tokenizer, backend=crayon_backend)
+        _CRAYON_TOKENIZERS[tokenizer] = crayon_tokenizer_of(tokenizer, backend=crayon_backend)
         return tokenizer
 
     @property
     def crayon(self) -> Tokenizer:
-        """The Crayon Tokenizer that encodes the batches (built from the backend on first use)."""
-        if self._crayon is None:
-            self._crayon = crayon_tokenizer_of(self, backend=self.crayon_backend)
-        return self._crayon
-
-    def __getstate__(self) -> dict:
-        """Pickled without the Crayon Tokenizer, which the receiving process rebuilds from the backend on first
-        use (``datasets.map(..., num_proc=N)`` pickles the tokenizer into each worker)."""
-        return {**self.__dict__, "_crayon": None}
+        """The Crayon Tokenizer that encodes the batches, built from the backend on first use. It is kept outside
+        the instance, so that pickling (``datasets.map(..., num_proc=N)`` and its fingerprints pickle the
+        tokenizer's attributes) carries transformers' state only and each process builds its own."""
+        if self not in _CRAYON_TOKENIZERS:
+            _CRAYON_TOKENIZERS[self] = crayon_tokenizer_of(self, backend=self.crayon_backend)
+        return _CRAYON_TOKENIZERS[self]
 
     def _encode_plus(self, text, text_pair=None, add_special_tokens=True,
                      padding_strategy=PaddingStrategy.DO_NOT_PAD,

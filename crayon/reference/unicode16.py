@@ -8,7 +8,8 @@ uses a general-category property (``\\p{L}``, ``\\p{Lu}``, ``\\P{N}``, ``\\p{^Le
 the Unicode 16 ranges shipped in ``crayon/data/unicode16_categories.npz`` (written by
 ``tools/gen_unicode_tables.py``); where they disagree it becomes ``(?:(?![WRONG])CLASS|[MISSING])``. With a
 Unicode 16 ``regex`` nothing changes (so nothing slows down); with a newer one only the few changed code points
-are listed. Correcting a pattern costs about 0.1-0.2 s once per process (cached).
+are listed, and the guard makes ``findall`` 2-3x slower (the jit engine's compiled spanners, which read the
+shipped tables, are not affected). Correcting a pattern costs about 0.1-0.2 s once per process (cached).
 
 Not pinned (left to the installed ``regex``): scripts and binary properties (``\\p{Han}``,
 ``\\p{Alphabetic}``), ``\\w``/``\\b``, and case folding under ``(?i)``. The patterns of the OpenAI encodings
@@ -246,10 +247,20 @@ def _pinned_token(token: str) -> str:
     if negated:
         in_unicode16 = ~in_unicode16
     wrong, missing = suspects[in_installed & ~in_unicode16], suspects[in_unicode16 & ~in_installed]
-    guarded = f"(?![{_class_body_of(wrong)}]){token}" if wrong.size else token
+    if not wrong.size and not missing.size:
+        return token
+    alternatives = [token]
+    if wrong.size and wrong.min() >= 0x80:
+        # ASCII first, unguarded (most text is ASCII); the alternatives stay disjoint so that backtracking
+        # never tries one character two ways
+        ascii_members = np.flatnonzero(_matched(token, _every_code_point()[:0x80]))
+        alternatives = [f"[{_class_body_of(ascii_members)}]"] if ascii_members.size else []
+        alternatives.append(f"(?![\\x00-\\x7f{_class_body_of(wrong)}]){token}")
+    elif wrong.size:
+        alternatives = [f"(?![{_class_body_of(wrong)}]){token}"]
     if missing.size:
-        return f"(?:{guarded}|[{_class_body_of(missing)}])"
-    return f"(?:{guarded})" if wrong.size else token
+        alternatives.append(f"[{_class_body_of(missing)}]")
+    return f"(?:{'|'.join(alternatives)})"
 
 
 @functools.lru_cache(maxsize=256)
