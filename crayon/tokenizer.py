@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import importlib
 import importlib.util
 import operator
@@ -569,17 +570,21 @@ class Tokenizer:
         return self.encode_batch_to_numpy([texts] if isinstance(texts, str) else texts, **options)
 
     def encode_ordinary_bytes(self, data: bytes | bytearray | memoryview) -> np.ndarray:
-        """Tokens (uint32) of UTF-8 bytes as ordinary text; for a known pattern on the jit engine the buffer is
-        read in place, not copied. A byte that is not valid UTF-8 counts as one non-letter character, as in
-        ``encode_ordinary(data.decode("utf-8", "surrogateescape"))`` with tokens of the raw bytes."""
+        """Tokens (uint32) of UTF-8 bytes as ordinary text: ``encode_ordinary(data.decode())`` for valid UTF-8.
+        A byte that is not valid UTF-8 counts as one non-letter character (the spans of
+        ``data.decode("utf-8", "surrogateescape")``) and is encoded as itself."""
         view = memoryview(data).cast("B")
         if not self.added_tokens and getattr(self._engine, "pattern_id", None) is not None and hasattr(
-                self._engine, "encode_utf8_flat"):
+                self._engine, "encode_utf8_flat"):  # read in place by the jit kernels
             tokens, _ = self._engine.encode_utf8_flat(np.frombuffer(view, np.uint8), np.array([0, len(view)], np.int64))
             return tokens
+        try:
+            return np.asarray(self.encode_ordinary(codecs.decode(view, "utf-8")), np.uint32)
+        except UnicodeDecodeError:
+            if self.added_tokens or self.normalizer is not None:
+                raise ValueError(f"{self.name} has added tokens or a normalizer, which need valid UTF-8; "
+                                 "decode the bytes yourself (errors='replace') and call encode_ordinary") from None
         text = view.tobytes().decode("utf-8", "surrogateescape")
-        if self.normalizer is not None:
-            text = self.normalizer(text)
         spans = [span.encode("utf-8", "surrogateescape") for span in self.pretokenizer(text)]
         return np.asarray([token for span in spans for token in self.model.encode_span(span)], np.uint32)
 

@@ -124,3 +124,12 @@ def test_gpt2_byte_level_splits_corpora_as_r50k(corpus):
 
     text = corpus_text(corpus)[:300000]
     assert gpt2_byte_level_spans(text) == split(text, "r50k_base")
+
+
+def test_invalid_bytes_with_added_tokens_are_refused():
+    base = crayon.load("cl100k_base", backend="reference")
+    tok = crayon.Tokenizer("with-added", base.model, pattern="cl100k_base", added_tokens={"<x>": 100300},
+                           backend="reference")
+    assert tok.encode_ordinary_bytes(b"a<x>b").tolist() == tok.encode_ordinary("a<x>b")
+    with pytest.raises(ValueError, match="valid UTF-8"):
+        tok.encode_ordinary_bytes(b"a<x>\xff")
