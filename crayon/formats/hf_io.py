@@ -94,11 +94,10 @@ def spec_from_hf(config: dict, *, name: str = "tokenizer") -> TokenizerSpec:
     return TokenizerSpec(
         name,
         model,
-        pattern=pattern,
         special_tokens=special_tokens,
         added_tokens=added_tokens,
         normalizer=normalizer,
-        pretokenizer=None if pattern is not None else pretokenizer,
+        pretokenizer=pretokenizer if pattern is None else PatternSpanner(pattern),
         template=template_from_hf(config.get("post_processor")),
     )
 

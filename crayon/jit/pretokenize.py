@@ -461,16 +461,17 @@ def pattern_id_of(pattern: str) -> int:
 
 
 def jit_pattern_of(tokenizer) -> str | None:
-    """The name of the jit pre-tokenizer that splits exactly as ``tokenizer`` does, or None: its pattern is a
-    known one, used as is (no normalizer, its own pre-tokenizer is that pattern's regex)."""
+    """The name of the jit pre-tokenizer that splits exactly as ``tokenizer`` does, or None: its pre-tokenizer
+    is a known pattern's regex, used as is (no normalizer). An HF file whose pre-tokenizer is such a pattern
+    has one too, though not the tiktoken-style ``pattern`` attribute."""
     from crayon.reference.pretokenize import PatternSpanner
 
-    if tokenizer.pattern is None or tokenizer.normalizer is not None:
-        return None
     spanner = tokenizer.pretokenizer
-    if not isinstance(spanner, PatternSpanner) or spanner.pattern != tokenizer.pattern:
+    if tokenizer.normalizer is not None or not isinstance(spanner, PatternSpanner):
         return None
-    return pattern_name(tokenizer.pattern)
+    if tokenizer.pattern is not None and spanner.pattern != tokenizer.pattern:
+        return None
+    return pattern_name(spanner.pattern)
 
 
 def span_ends(text_bytes: bytes, pattern: str) -> np.ndarray:
