@@ -108,7 +108,8 @@ def extended_spec(
         special_tokens=specials,
         added_tokens=added,
         normalizer=tokenizer.normalizer,
-        pretokenizer=None if isinstance(tokenizer.pretokenizer, PatternSpanner) else tokenizer.pretokenizer,
+        pretokenizer=None if tokenizer.pattern is not None else tokenizer.pretokenizer,
+        template=tokenizer.template,
     )
 
 
@@ -116,7 +117,7 @@ def word_splitter(tokenizer):
     """The tokenizer's pre-tokenization for counting words: its pattern (which the jit counts natively), or
     a function running its normalizer and pre-tokenizer."""
     if tokenizer.normalizer is None and isinstance(tokenizer.pretokenizer, PatternSpanner):
-        return tokenizer.pattern
+        return tokenizer.pretokenizer.pattern
     normalize = tokenizer.normalizer or (lambda text: text)
     return lambda text: tokenizer.pretokenizer(normalize(text))
 

@@ -405,7 +405,7 @@ class LongestMatchCudaEngine:
         if isinstance(tokenizer.pretokenizer, WholeText):
             pattern = None
         elif isinstance(tokenizer.pretokenizer, PatternSpanner):
-            pattern = tokenizer.pattern
+            pattern = tokenizer.pretokenizer.pattern
         else:
             raise UnsupportedComponentError(
                 f"the CUDA longest-match engine cannot run pre-tokenizer {tokenizer.pretokenizer!r}; use backend='jit'")
