@@ -161,7 +161,7 @@ def load_kernels():
                 _build_failure.append(f"{type(error).__name__}: {error}")
                 recorded = not isinstance(error, TimeoutError) and _record_failure(path, _build_failure[0])
                 warnings.warn(f"crayon could not build its ahead-of-time kernels ({_build_failure[0]}); using numba's "
-                              f"jit kernels (same tokens, slower start). "
+                              "jit kernels (same tokens, slower start). "
                               + ("Not retried on this machine: `crayon warmup` retries. " if recorded else "")
                               + "CRAYON_AOT=0 skips the attempt; CRAYON_KERNEL_DIR names a writable folder for them.",
                               RuntimeWarning, stacklevel=3)
