@@ -158,7 +158,7 @@ def load_kernels():
             try:
                 module = _build_once(name, path)
             except Exception as error:  # a compiler or pycc problem: the numba dispatchers still run
-                _build_failure.append(f"{type(error).__name__}: {error}")
+                _build_failure.append(" ".join(f"{type(error).__name__}: {error}".split()))  # one line
                 recorded = not isinstance(error, TimeoutError) and _record_failure(path, _build_failure[0])
                 warnings.warn(f"crayon could not build its ahead-of-time kernels ({_build_failure[0]}); using numba's "
                               "jit kernels (same tokens, slower start). "
