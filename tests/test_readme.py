@@ -82,9 +82,10 @@ def test_shell_commands_exist(words, capsys):
     elif program == "make":
         targets = re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), flags=re.M)
         assert words[1] in targets
-    elif program == "pip":
+    elif program == "pip" or words[1:3] == ["-m", "pip"]:
         distribution = re.search(r'^name = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), flags=re.M).group(1)
-        assert words[1:] == ["install", distribution]
+        arguments = words[1:] if program == "pip" else words[3:]
+        assert arguments in (["install", distribution], ["install", "."], ["wheel", "--no-deps", ".", "-w", "dist"])
     elif program.startswith("python"):
         script = words[words.index("-m") + 1].replace(".", "/") + ".py" if "-m" in words else words[1]
         assert (ROOT / script).is_file(), script
