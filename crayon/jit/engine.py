@@ -186,6 +186,17 @@ class JitEngine:
     def encode_ordinary(self, text: str) -> list[int]:
         return self.as_list(self.encode_ordinary_array(text))
 
+    def encode_utf8_flat(self, data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(tokens, counts) of the valid UTF-8 texts data[offsets[i]:offsets[i + 1]] (uint8 data, int64 offsets),
+        on the calling thread with its own buffers: the tokens of ``encode_ordinary_array`` of each text, in one
+        uint32 array; counts[i] is text i's number of tokens. The kernel reads ``data`` in place (a mapped file)."""
+        if self.pattern_id is None:
+            arrays = [self.encode_ordinary_array(bytes(data[offsets[i] : offsets[i + 1]]).decode("utf-8"))
+                      for i in range(len(offsets) - 1)]
+            counts = np.fromiter(map(len, arrays), np.int64, len(arrays))
+            return (np.concatenate(arrays) if arrays else np.empty(0, np.uint32)), counts
+        return self._encode_docs(data, offsets, 0, len(offsets) - 1)
+
     def as_list(self, tokens: np.ndarray) -> list[int]:
         """``tokens.tolist()``, twice as fast: the list shares one Python int per id instead of making each anew."""
         if self._id_objects is None:
