@@ -25,12 +25,13 @@ from crayon.profiles import OPENAI_ENCODINGS, VOCABULARY_SHA256, cache_dirs, fin
 from crayon.reference.bpe import BytePairModel
 from crayon.reference.pretokenize import WholeText
 from crayon.saving import CARTRIDGE_SECTION, save_cartridge
-from crayon.tokenizer import Tokenizer
+from crayon.tokenizer import Tokenizer, remember_source
 
 ALGORITHMS = ("bpe", "longest")
 TABLE_NAME = {section: table for table, section in CARTRIDGE_SECTION.items()}
 
 
+@remember_source
 def load(
     source: str | os.PathLike,
     *,
