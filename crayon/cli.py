@@ -147,6 +147,78 @@ def _warmup(args: argparse.Namespace) -> None:
         print(f"{name}: ready ({tok.n_vocab} tokens, {time.perf_counter() - started:.1f} s)")
 
 
+def _diff(args: argparse.Namespace) -> None:
+    """List the tokens added, removed and moved from vocabulary A to B; exit 1 when an id of A changed."""
+    import crayon
+    from crayon.evolution import token_label
+    from crayon.staging import diff_vocabularies
+
+    a, b = (crayon.load(source, pattern=args.pattern, backend="reference") for source in (args.a, args.b))
+    diff = diff_vocabularies(a, b)
+    sections = [
+        ("added", [f"{i}\t{token_label(token)}" for i, token in sorted(diff.added.items())]),
+        ("removed", [f"{i}\t{token_label(token)}" for i, token in sorted(diff.removed.items())]),
+        ("moved", [f"{old} -> {new}\t{token_label(token)}"
+                   for token, (old, new) in sorted(diff.moved.items(), key=lambda item: item[1])]),
+        ("changed", [f"{i}\t{token_label(old)} -> {token_label(new)}"
+                     for i, (old, new) in sorted(diff.changed.items())]),
+        ("filled reserved slots", [f"{i}\t{old} -> {new}" for i, (old, new) in sorted(diff.filled.items())]),
+    ]
+    print(f"{args.a} -> {args.b}: {diff.summary()}")
+    for title, lines in sections:
+        if lines:
+            shown = lines if args.all else lines[: args.limit]
+            print(f"{title} ({len(lines)}):")
+            print("\n".join(f"  {line}" for line in shown))
+            if len(shown) < len(lines):
+                print(f"  ... {len(lines) - len(shown)} more (--all lists them)")
+    if diff.breaking:
+        print("error: ids of A mean something else in B: a model trained on A would break", file=sys.stderr)
+        raise SystemExit(1)
+
+
+def _encode(args: argparse.Namespace) -> None:
+    """``crayon encode``: files to a token shard (-o), or token ids printed (no -o; text on stdin without files)."""
+    import crayon
+
+    tok = crayon.load(args.tokenizer)
+    if not args.files:
+        if sys.stdin.isatty():
+            raise SystemExit("crayon encode: give files, or pipe text on stdin")
+        print(" ".join(map(str, tok.encode_ordinary(sys.stdin.buffer.read().decode("utf-8", args.errors)))))
+        return
+    options = dict(separator=args.separator, jsonl_field=args.jsonl_field, append_eot=args.append_eot,
+                   threads=args.threads, chunk_bytes=args.chunk_bytes, errors=args.errors)
+    if args.output is None:
+        line: list[int] = []
+        for chunk in tok.iter_encode_files(args.files, **options):
+            line.extend(chunk.tokens.tolist())
+            if chunk.end_of_document:
+                print(" ".join(map(str, line)))
+                line = []
+        return
+    summary = tok.write_tokens(args.files, args.output, progress=not args.quiet, **options)
+    seconds = max(summary["seconds"], 1e-9)
+    print(f"wrote {summary['output']} (+ .json): {summary['tokens']:,} {summary['dtype']} tokens, "
+          f"{summary['documents']:,} documents, {summary['bytes'] / 1e6:,.1f} MB in {seconds:.1f} s "
+          f"({summary['bytes'] / 1e6 / seconds:,.1f} MB/s, {summary['tokens'] / seconds / 1e6:,.2f} M tokens/s)")
+
+
+def _add_encode_parser(commands) -> None:
+    encode = commands.add_parser("encode", help="encode UTF-8 files into a token shard (.bin/.npy + .json sidecar)")
+    encode.add_argument("files", nargs="*", help="UTF-8 text or JSON Lines files; none: read text on stdin")
+    encode.add_argument("-o", "--output", help="the shard (.bin: raw uint16/uint32, .npy); none: print ids")
+    encode.add_argument("--tokenizer", default="cl100k_base", help="profile name or vocabulary file")
+    encode.add_argument("--threads", type=int, help="workers (default: the CPUs this process may use)")
+    encode.add_argument("--jsonl-field", help="the files are JSON Lines; each line's FIELD is a document")
+    encode.add_argument("--separator", help="documents in a file are separated by this text (default: file = doc)")
+    encode.add_argument("--append-eot", action="store_true", help="the end-of-text token after every document")
+    encode.add_argument("--chunk-bytes", type=int, default=1 << 20, help="bytes per task (memory ~ threads x this)")
+    encode.add_argument("--errors", choices=("strict", "replace"), default="strict", help="bytes that are not UTF-8")
+    encode.add_argument("--quiet", action="store_true", help="no progress bar")
+    encode.set_defaults(run=_encode)
+
+
 def build_parser() -> argparse.ArgumentParser:
     import crayon
 
@@ -154,9 +226,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"crayon-tokenizer {crayon.__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def with_tokenizer(command: argparse.ArgumentParser) -> None:
-        command.add_argument("tokenizer", help="a built-in name (cl100k_base, gpt2, lite ...: `crayon profiles`), "
-                                               "a .crayon cartridge, a .tiktoken file or an HF tokenizer.json")
+    def with_tokenizer(command: argparse.ArgumentParser, *, positional: bool = False) -> None:
+        where = ("a built-in name (cl100k_base, gpt2, lite ...: `crayon profiles`), a .crayon cartridge, a .tiktoken "
+                 "file or an HF tokenizer.json")
+        if positional:
+            command.add_argument("tokenizer", help=where)
+        else:
+            command.add_argument("--tokenizer", default="cl100k_base", help=where + " (default: cl100k_base)")
         command.add_argument("--pattern", help="pre-tokenization pattern for a .tiktoken file: a name such as "
                                                "cl100k_base, or a regex")
 
@@ -178,12 +254,12 @@ def build_parser() -> argparse.ArgumentParser:
     export = commands.add_parser("export", aliases=["compile"], help="write a tokenizer in another format",
                                  description="Write a tokenizer as a cartridge, an HF tokenizer.json or a .tiktoken "
                                              "ranks file, chosen by the suffix of -o.")
-    with_tokenizer(export)
+    with_tokenizer(export, positional=True)
     export.add_argument("-o", "--output", required=True,
                         help="where to write: .crayon (cartridge), .json (HF tokenizer.json) or .tiktoken (ranks)")
     export.set_defaults(run=_export)
 
-    # `crayon encode` (files to token shards, stdin to ids) is added here by crayon's pipeline work.
+    _add_encode_parser(commands)
 
     decode = commands.add_parser("decode", help="token ids to text",
                                  description="Decode token ids (arguments, or whitespace-separated on stdin) to text.")
@@ -213,6 +289,19 @@ def build_parser() -> argparse.ArgumentParser:
                                              "cache, so that later processes start at once.")
     warmup.add_argument("profiles", nargs="*", metavar="NAME", help="built-in tokenizers to prepare (e.g. cl100k_base)")
     warmup.set_defaults(run=_warmup)
+    diff = commands.add_parser("diff", help="list tokens added, removed, moved from A to B (exit 1 if an id changed)",
+                               description="Compare two vocabularies id by id: the tokens added, removed and moved "
+                                           "from A to B, and the ids of A whose token changed (then exit 1: a model "
+                                           "trained on A would break). Reserved special slots given a name are listed, "
+                                           "not failed.")
+    diff.add_argument("a", help="the old vocabulary: a built-in name, a .crayon cartridge, a .tiktoken file or an "
+                                "HF tokenizer.json")
+    diff.add_argument("b", help="the new vocabulary (the same kinds)")
+    diff.add_argument("--pattern", help="pre-tokenization pattern for .tiktoken files: a name such as cl100k_base, "
+                                        "or a regex")
+    diff.add_argument("--limit", type=int, default=20, help="tokens listed per section (default: 20)")
+    diff.add_argument("--all", action="store_true", help="list every token")
+    diff.set_defaults(run=_diff)
     return parser
 
 

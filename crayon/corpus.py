@@ -123,7 +123,7 @@ def write_shard(tokenizer, paths, output: str | os.PathLike, *, separator: str |
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=total_bytes, unit="B", unit_scale=True, unit_divisor=1 << 20, desc=output.name,
+        bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc=output.name,
                    dynamic_ncols=True)
     started = time.perf_counter()
     offsets, n_tokens, n_bytes = [0], 0, 0

@@ -245,3 +245,22 @@ def test_ctrl_c_stops_within_a_second_and_leaves_no_output(tmp_path):
     assert time.monotonic() - sent < 1.0
     assert child.returncode != 0 and "KeyboardInterrupt" in child.stderr.read()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.txt"]
+
+
+def test_cli_encode_shard_and_stdin(corpus_dir, capsys):
+    from crayon.cli import main
+
+    folder, texts = corpus_dir
+    paths = [str(folder / f"doc{i}.txt") for i in range(len(texts))]
+    main(["encode", *paths, "-o", str(folder / "train.bin"), "--tokenizer", "cl100k_base", "--threads", "2",
+          "--append-eot", "--quiet"])
+    assert "4 documents" in capsys.readouterr().out
+    tok = crayon.load("cl100k_base")
+    tokens, meta = read_shard(folder / "train.bin")
+    assert tokens.tolist() == sum((tok.encode_ordinary(t) + [tok.eot_token] for t in texts), [])
+    (folder / "docs.jsonl").write_text(json.dumps({"body": "héllo there"}) + "\n")
+    main(["encode", str(folder / "docs.jsonl"), "--jsonl-field", "body"])
+    assert capsys.readouterr().out.split() == [str(t) for t in tok.encode_ordinary("héllo there")]
+    printed = subprocess.run([sys.executable, "-m", "crayon.cli", "encode"], input="hello world\n", text=True,
+                             capture_output=True, check=True, cwd=Path(__file__).resolve().parents[1]).stdout
+    assert printed.split() == [str(t) for t in tok.encode_ordinary("hello world\n")]
