@@ -512,7 +512,7 @@ class Tokenizer:
         loaded_from = self.__dict__.get("_loaded_from")
         if loaded_from is not None:
             source, options = loaded_from
-            return _load_tokenizer, (source, {**options, "backend": backend})
+            return _load_tokenizer, (source, {**options, "backend": backend}, self.name)
         return _build_tokenizer, (self.name, self.model, dict(
             pattern=self.pattern, special_tokens=self._special_tokens, normalizer=self.normalizer,
             pretokenizer=None if isinstance(self.pretokenizer, PatternSpanner) else self.pretokenizer,
@@ -533,10 +533,12 @@ def remember_source(load: Callable[..., Tokenizer]) -> Callable[..., Tokenizer]:
     return load_remembering
 
 
-def _load_tokenizer(source: str, options: dict) -> Tokenizer:
+def _load_tokenizer(source: str, options: dict, name: str) -> Tokenizer:
     from crayon.loading import load
 
-    return load(source, **options)
+    tokenizer = load(source, **options)
+    tokenizer.name = name
+    return tokenizer
 
 
 def _build_tokenizer(name: str, model, options: dict) -> Tokenizer:
