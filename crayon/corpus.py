@@ -111,28 +111,35 @@ def write_shard(tokenizer, paths, output: str | os.PathLike, *, separator: str |
                 jsonl_field: str | None = None, append_eot: bool = False, threads: int | None = None,
                 chunk_bytes: int | None = DEFAULT_CHUNK_BYTES, errors: str = "strict", progress: bool = False) -> dict:
     """Encode the documents of ``paths`` into ``output`` (``.npy``, else the raw ``.bin`` layout) and its JSON
-    sidecar; returns the sidecar's summary plus timing. ``progress`` shows a tqdm bar (MB/s, tokens, ETA)."""
-    output = Path(output)
+    sidecar; returns the sidecar's summary plus timing. ``progress`` shows a tqdm bar (MB/s, tokens/s, ETA)."""
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    chunks = iter_tokens(tokenizer, paths, separator=separator, jsonl_field=jsonl_field, append_eot=append_eot,
+                         threads=threads, chunk_bytes=chunk_bytes, errors=errors)
+    total_bytes = None if jsonl_field is not None else sum(os.path.getsize(path) for path in paths)
+    return write_chunks(tokenizer, chunks, output, sources=[os.fspath(path) for path in paths],
+                        append_eot=append_eot, progress=progress, total_bytes=total_bytes)
+
+
+def write_chunks(tokenizer, chunks: Iterable[TokenChunk], output: str | os.PathLike, *, sources: list[str],
+                 append_eot: bool, progress: bool = False, total_bytes: int | None = None) -> dict:
+    """Stream token chunks into the shard ``output`` and its sidecar (temporary files renamed at the end)."""
+    output = Path(output)
     dtype = token_dtype(tokenizer.n_vocab)
     npy = output.suffix == ".npy"
-    total_bytes = None if jsonl_field is not None else sum(os.path.getsize(path) for path in paths)
     temporary = output.with_name(f".{output.name}.{os.getpid()}.tmp")
     temporary_sidecar = temporary.with_name(temporary.name + ".json")
     bar = None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc=output.name,
-                   dynamic_ncols=True)
+        bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc=output.name, dynamic_ncols=True)
     started = time.perf_counter()
     offsets, n_tokens, n_bytes = [0], 0, 0
     try:
         with open(temporary, "wb") as file:
             if npy:
                 file.write(_npy_header(dtype, 0))
-            for chunk in iter_tokens(tokenizer, paths, separator=separator, jsonl_field=jsonl_field,
-                                     append_eot=append_eot, threads=threads, chunk_bytes=chunk_bytes, errors=errors):
+            for chunk in chunks:
                 file.write(chunk.tokens.astype(dtype, copy=False).tobytes())
                 n_tokens += len(chunk.tokens)
                 n_bytes += chunk.n_bytes
@@ -157,7 +164,7 @@ def write_shard(tokenizer, paths, output: str | os.PathLike, *, separator: str |
             "documents": len(offsets) - 1,
             "bytes": n_bytes,
             "append_eot": append_eot,
-            "sources": [os.fspath(path) for path in paths],
+            "sources": sources,
             "document_offsets": offsets,
         }
         temporary_sidecar.write_text(json.dumps(summary))
