@@ -182,6 +182,10 @@ def _encode(args: argparse.Namespace) -> None:
     import crayon
 
     tok = crayon.load(args.tokenizer)
+    if args.files_from is not None:
+        listing = sys.stdin if args.files_from == "-" else open(args.files_from, encoding="utf-8")
+        with listing:
+            args.files += [line.rstrip("\n") for line in listing if line.strip()]
     if not args.files:
         if sys.stdin.isatty():
             raise SystemExit("crayon encode: give files, or pipe text on stdin")
@@ -207,6 +211,7 @@ def _encode(args: argparse.Namespace) -> None:
 def _add_encode_parser(commands) -> None:
     encode = commands.add_parser("encode", help="encode UTF-8 files into a token shard (.bin/.npy + .json sidecar)")
     encode.add_argument("files", nargs="*", help="UTF-8 text or JSON Lines files; none: read text on stdin")
+    encode.add_argument("--files-from", help="a file listing input files, one per line ('-': stdin)")
     encode.add_argument("-o", "--output", help="the shard (.bin: raw uint16/uint32, .npy); none: print ids")
     encode.add_argument("--tokenizer", default="cl100k_base", help="profile name or vocabulary file")
     encode.add_argument("--threads", type=int, help="workers (default: the CPUs this process may use)")
