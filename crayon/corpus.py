@@ -140,7 +140,7 @@ def write_chunks(tokenizer, chunks: Iterable[TokenChunk], output: str | os.PathL
             if npy:
                 file.write(_npy_header(dtype, 0))
             for chunk in chunks:
-                file.write(chunk.tokens.astype(dtype, copy=False).tobytes())
+                file.write(memoryview(chunk.tokens.astype(dtype, copy=False)))
                 n_tokens += len(chunk.tokens)
                 n_bytes += chunk.n_bytes
                 if chunk.end_of_document:
