@@ -26,8 +26,15 @@ from typing import Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
-from crayon.reference.pipeline import DEFAULT_CHUNK_BYTES, Document, encode_pieces, file_documents, jsonl_documents
-from crayon.reference.pipeline import CutRule, text_encoder
+from crayon.reference.pipeline import (
+    DEFAULT_CHUNK_BYTES,
+    CutRule,
+    Document,
+    encode_pieces,
+    file_documents,
+    jsonl_documents,
+    text_encoder,
+)
 
 SIDECAR_FORMAT = "crayon-tokens/1"
 NPY_HEADER_BYTES = 128  # the .npy header is written first with room for any count, then rewritten in place

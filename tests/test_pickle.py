@@ -5,7 +5,6 @@ from __future__ import annotations
 import multiprocessing
 import pickle
 
-import pytest
 
 import crayon
 
