@@ -100,21 +100,29 @@ def total_bytes(files: list[Path]) -> int:
 # ------------------------------------------------------------------------------------------- measurements
 
 
+# Run as a Python child's first statement: print its peak RSS at exit. The kernel's ru_maxrss would not do: it
+# keeps the high-water mark of the forked parent across exec.
+PEAK_RSS_AT_EXIT = ("import atexit, sys; atexit.register(lambda: print('PEAK_RSS_KB', open('/proc/self/status')"
+                    ".read().split('VmHWM:')[1].split()[0], file=sys.stderr))")
+
+
 def run_measured(command: list[str], env: dict | None = None) -> dict:
-    """Run a command; its wall time, peak RSS (MB), exit status and stdout, with the load average around it."""
+    """Run a Python command (``[PYTHON, "-c", code, ...]``); its wall time, peak RSS (MB, the process's own
+    VmHWM), exit status and stdout, with the load average around it."""
+    command = [*command[:2], f"{PEAK_RSS_AT_EXIT}\n{command[2]}", *command[3:]]
     load_before = os.getloadavg()[0]
     started = time.perf_counter()
-    child = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, text=True)
-    output = child.stdout.read()
-    _, status, usage = os.wait4(child.pid, 0)
-    return {"wall_s": time.perf_counter() - started, "peak_rss_mb": usage.ru_maxrss / 1024,
-            "status": os.waitstatus_to_exitcode(status), "stdout": output,
+    child = subprocess.run(command, cwd=ROOT, env={**os.environ, **(env or {})}, capture_output=True, text=True)
+    peak = [line.split()[1] for line in child.stderr.splitlines() if line.startswith("PEAK_RSS_KB")]
+    return {"wall_s": time.perf_counter() - started, "peak_rss_mb": int(peak[-1]) / 1024 if peak else None,
+            "status": child.returncode, "stdout": child.stdout, "stderr_tail": child.stderr[-2000:],
             "load_before": load_before, "load_after": os.getloadavg()[0]}
 
 
 def crayon_encode(listing: Path, output: Path, threads: int) -> dict:
-    """``crayon encode`` as a user runs it (the console script's module), measured."""
-    result = run_measured([PYTHON, "-m", "crayon.cli", "encode", "--files-from", str(listing), "-o", str(output),
+    """``crayon encode`` as a user runs it (the console script's module, run as ``__main__``), measured."""
+    cli = "import runpy, sys; sys.argv[0] = 'crayon'; runpy.run_module('crayon.cli', run_name='__main__')"
+    result = run_measured([PYTHON, "-c", cli, "encode", "--files-from", str(listing), "-o", str(output),
                            "--tokenizer", ENCODING, "--threads", str(threads), "--quiet"])
     if result["status"] != 0:
         raise RuntimeError(f"crayon encode failed: {result}")
