@@ -173,7 +173,7 @@ elif case == "tiktoken":
     sys.path.insert(0, os.path.join(os.getcwd(), "tests"))
     import tiktoken
     from crayon.profiles import OPENAI_ENCODINGS, find_vocabulary_file
-    from crayon.reference.tiktoken_io import load_tiktoken_bpe
+    from crayon.formats.tiktoken_io import load_tiktoken_bpe
     spec = OPENAI_ENCODINGS["cl100k_base"]
     enc = tiktoken.Encoding(name="cl100k_base", pat_str=spec.pattern, special_tokens=spec.special_tokens,
                             mergeable_ranks=load_tiktoken_bpe(find_vocabulary_file("cl100k_base")))

@@ -40,7 +40,7 @@ def test_cartridge_and_tokenizer_json_pickle_by_path(tmp_path, monkeypatch):
 
 
 def test_tokenizer_trained_in_memory_pickles_with_its_model():
-    tok = crayon.train(TEXT * 20, vocab_size=300, progress=False, name="tiny", backend="reference")
+    tok = crayon.train(texts=[TEXT * 20], vocab_size=300, progress=False, name="tiny", backend="reference")
     copy = round_trip(tok)
     assert copy.special_tokens == tok.special_tokens
 

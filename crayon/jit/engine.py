@@ -190,11 +190,11 @@ class JitEngine:
         """(tokens, counts) of the valid UTF-8 texts data[offsets[i]:offsets[i + 1]] (uint8 data, int64 offsets),
         on the calling thread with its own buffers: the tokens of ``encode_ordinary_array`` of each text, in one
         uint32 array; counts[i] is text i's number of tokens. The kernel reads ``data`` in place (a mapped file)."""
-        if self.pattern_id is None:
-            arrays = [self.encode_ordinary_array(bytes(data[offsets[i] : offsets[i + 1]]).decode("utf-8"))
-                      for i in range(len(offsets) - 1)]
-            counts = np.fromiter(map(len, arrays), np.int64, len(arrays))
-            return (np.concatenate(arrays) if arrays else np.empty(0, np.uint32)), counts
+        if self.pattern_id is None or (self.tables["byte_tokens"] < 0).any():
+            tokens, token_offsets = flat_from_arrays([
+                self.encode_ordinary_array(bytes(data[offsets[i] : offsets[i + 1]]).decode("utf-8"))
+                for i in range(len(offsets) - 1)])
+            return tokens, np.diff(token_offsets)
         return self._encode_docs(data, offsets, 0, len(offsets) - 1)
 
     def as_list(self, tokens: np.ndarray) -> list[int]:
