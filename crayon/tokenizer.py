@@ -511,8 +511,8 @@ class Tokenizer:
         backend = "auto" if self._choose_per_batch else self.backend
         loaded_from = self.__dict__.get("_loaded_from")
         if loaded_from is not None:
-            source, options = loaded_from
-            return _load_tokenizer, (source, {**options, "backend": backend}, self.name)
+            load, source, options = loaded_from
+            return _load_tokenizer, (load, source, {**options, "backend": backend}, self.name)
         return _build_tokenizer, (self.name, self.model, dict(
             pattern=self.pattern, special_tokens=self._special_tokens, normalizer=self.normalizer,
             pretokenizer=None if isinstance(self.pretokenizer, PatternSpanner) else self.pretokenizer,
@@ -526,16 +526,14 @@ def remember_source(load: Callable[..., Tokenizer]) -> Callable[..., Tokenizer]:
     def load_remembering(source, **options) -> Tokenizer:
         tokenizer = load(source, **options)
         name = os.fspath(source)
-        tokenizer._loaded_from = (os.path.abspath(name) if os.path.exists(name) else name,
+        tokenizer._loaded_from = (load_remembering, os.path.abspath(name) if os.path.exists(name) else name,
                                   {key: value for key, value in options.items() if key != "backend"})
         return tokenizer
 
     return load_remembering
 
 
-def _load_tokenizer(source: str, options: dict, name: str) -> Tokenizer:
-    from crayon.loading import load
-
+def _load_tokenizer(load: Callable[..., Tokenizer], source: str, options: dict, name: str) -> Tokenizer:
     tokenizer = load(source, **options)
     tokenizer.name = name
     return tokenizer
