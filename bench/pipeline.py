@@ -132,7 +132,7 @@ def crayon_encode(listing: Path, output: Path, threads: int) -> dict:
 def check_shard(shard: Path, files: list[Path]) -> dict:
     """Compare a shard with a single-threaded whole-document encode_ordinary of every file."""
     import crayon
-    from crayon.corpus import read_shard
+    from crayon.shards import read_shard
 
     tok = crayon.load(ENCODING)
     tokens, meta = read_shard(shard)
@@ -199,7 +199,7 @@ started = time.perf_counter()
 local = tok.write_tokens([jsonl], os.path.join(folder, "local.bin"), jsonl_field="text")
 local_s = time.perf_counter() - started
 import ray, crayon.ray_data
-from crayon.corpus import read_shard
+from crayon.shards import read_shard
 started = time.perf_counter()
 ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
 init_s = time.perf_counter() - started

@@ -20,7 +20,7 @@ import os
 
 import numpy as np
 
-from crayon.corpus import TokenChunk, write_chunks
+from crayon.shards import TokenChunk, write_chunks
 
 
 def _as_tokenizer(tokenizer):
@@ -51,7 +51,7 @@ class Tokenize:
 
 def write_shard(dataset, output, tokenizer="cl100k_base", *, text_column: str = "text", append_eot: bool = False,
                 progress: bool = False) -> dict:
-    """Tokenize ``dataset`` on Ray and write one shard and sidecar (``crayon.corpus.write_chunks``), rows in the
+    """Tokenize ``dataset`` on Ray and write one shard and sidecar (``crayon.shards.write_chunks``), rows in the
     dataset's order: the same files ``crayon encode`` writes for the same documents."""
     tokenizer = _as_tokenizer(tokenizer)
     dataset.context.execution_options.preserve_order = True

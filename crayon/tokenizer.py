@@ -485,23 +485,23 @@ class Tokenizer:
 
     def encode_file(self, path, *, threads: int | None = None, errors: str = "strict") -> np.ndarray:
         """Tokens (uint32) of a UTF-8 file's text: ``encode_ordinary(data.decode())``, read by the streaming
-        pipeline of ``crayon.corpus`` (mapped, cut where exact, encoded on ``threads`` workers)."""
-        from crayon.corpus import iter_tokens
+        pipeline of ``crayon.shards`` (mapped, cut where exact, encoded on ``threads`` workers)."""
+        from crayon.shards import iter_tokens
 
         parts = [chunk.tokens for chunk in iter_tokens(self, [path], threads=threads, errors=errors)]
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
     def iter_encode_files(self, paths, **options):
-        """Token chunks of the documents of ``paths`` in order, in bounded memory: ``crayon.corpus.iter_tokens``
+        """Token chunks of the documents of ``paths`` in order, in bounded memory: ``crayon.shards.iter_tokens``
         (documents per file, per ``separator`` or per ``jsonl_field`` line; ``append_eot``; ``threads``)."""
-        from crayon.corpus import iter_tokens
+        from crayon.shards import iter_tokens
 
         return iter_tokens(self, paths, **options)
 
     def write_tokens(self, paths, output, **options) -> dict:
         """Encode the documents of ``paths`` into a token shard ``output`` (``.bin`` or ``.npy``) and its JSON
-        sidecar: ``crayon.corpus.write_shard``; returns the summary."""
-        from crayon.corpus import write_shard
+        sidecar: ``crayon.shards.write_shard``; returns the summary."""
+        from crayon.shards import write_shard
 
         return write_shard(self, paths, output, **options)
 

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import crayon
-from crayon.corpus import read_shard, token_dtype
+from crayon.shards import read_shard, token_dtype
 from crayon.errors import UnsupportedComponentError
 from crayon.jit import pipeline as jit_pipeline
 from crayon.patterns import PATTERNS

@@ -7,7 +7,7 @@ import json
 import pytest
 
 import crayon
-from crayon.corpus import read_shard
+from crayon.shards import read_shard
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("pyarrow")

@@ -3,7 +3,7 @@
 ::
 
     read (mmap)  ->  cut into chunks  ->  encode chunks on a pool of workers  ->  reassemble in order  ->  write
-    file_documents    cut_document        ordered_map(encode_batch, ...)        (ordered_map yields      (crayon.corpus
+    file_documents    cut_document        ordered_map(encode_batch, ...)        (ordered_map yields      (crayon.shards
     jsonl_documents   batch_pieces                                               in input order)          writes shards)
 
 Every stage is a generator pulling from the one before, and ``ordered_map`` keeps at most ``in_flight`` batches
