@@ -10,8 +10,10 @@ from crayon.errors import (
     TrainingWarning,
     UnknownTokenError,
     UnsupportedComponentError,
+    VocabularyChangeError,
 )
 from crayon.loading import list_profiles, load
+from crayon.monitoring import DriftMonitor, drift
 from crayon.lookup.char import CharTokenizer
 from crayon.lookup.word import WordTokenizer
 from crayon.tiktoken_compat import encoding_for_model, encoding_name_for_model, get_encoding, list_encoding_names
@@ -26,6 +28,8 @@ __all__ = [
     "encoding_name_for_model",
     "list_encoding_names",
     "train",
+    "drift",
+    "DriftMonitor",
     "Tokenizer",
     "CharTokenizer",
     "WordTokenizer",
@@ -38,5 +42,6 @@ __all__ = [
     "UnsupportedComponentError",
     "PatternCoverageWarning",
     "TrainingWarning",
+    "VocabularyChangeError",
 ]
 __version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it)

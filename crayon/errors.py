@@ -1,5 +1,8 @@
 """Typed exceptions raised by Crayon."""
 
+__all__ = ["CrayonError", "CartridgeError", "BackendUnavailableError", "UnsupportedComponentError", "UnknownTokenError",
+           "SpecialTokenError"]
+
 
 class CrayonError(Exception):
     """Base class of every error Crayon raises on purpose."""
@@ -38,3 +41,7 @@ class PatternCoverageWarning(UserWarning):
 
 class TrainingWarning(UserWarning):
     """Training ended below the requested vocabulary size (the corpus has no more pairs to merge)."""
+
+
+class VocabularyChangeError(CrayonError, ValueError):
+    """A new vocabulary version would change what an existing id means, or fails its validation."""

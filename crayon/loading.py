@@ -27,6 +27,8 @@ from crayon.reference.pretokenize import WholeText
 from crayon.saving import CARTRIDGE_SECTION, save_cartridge
 from crayon.tokenizer import Tokenizer, remember_source
 
+__all__ = ["load", "list_profiles", "load_cartridge", "as_longest_match", "ALGORITHMS", "CARTRIDGE_SUFFIX"]
+
 ALGORITHMS = ("bpe", "longest")
 TABLE_NAME = {section: table for table, section in CARTRIDGE_SECTION.items()}
 
@@ -187,10 +189,29 @@ def _is_fresh(cartridge: Path | None, name: str) -> bool:
         with open_cartridge(cartridge) as opened:
             if opened.metadata.get("source") != _source_stamp(name):
                 return False
-            opened.verify_checksums()
+            _check_once(opened)
             return True
     except (CartridgeError, FileNotFoundError):
         return False
+
+
+def _check_once(opened) -> None:
+    """``opened.verify_checksums()`` (about 50 ms for cl100k_base), once per version of the file: a record
+    ``.NAME.checked`` beside it holds the (inode, size, mtime) its checksums held for; any write since (the cache
+    is replaced by rename, a new inode) makes them checked again. No record can be written: checked every time."""
+    record = opened.path.with_name(f".{opened.path.name}.checked")
+    info = os.stat(opened.path)
+    version = f"{info.st_ino} {info.st_size} {info.st_mtime_ns}"
+    try:
+        if record.read_text() == version:
+            return
+    except OSError:
+        pass
+    opened.verify_checksums()
+    try:
+        record.write_text(version)
+    except OSError:
+        pass
 
 
 def _cache_compiled_profile(tokenizer: Tokenizer) -> None:
@@ -239,7 +260,7 @@ def load_cartridge(
 
         first_reserved_id = _metadata_field(metadata, "first_reserved_id", int, path)
         model = LongestMatchModel(_tokens_of(sections, path), *_dat_of(sections, path), first_reserved_id)
-        return _tokenizer_of(path, name, model, **common)
+        return _with_lineage(_tokenizer_of(path, name, model, **common), metadata, path)
     if algorithm != "bpe":
         raise CartridgeError(f"{path}: unknown algorithm {algorithm!r}")
     whole_span_lookup = _metadata_field(metadata, "whole_span_lookup", bool, path)
@@ -250,6 +271,8 @@ def load_cartridge(
 
     def build_model() -> BytePairModel:
         ranks = {token: token_id for token_id, token in _tokens_of(sections, path).items()}
+        for token_id in sections.get("vocab.empty", ()):
+            ranks[b""] = int(token_id)
         merges = None
         if "merges.pairs" in sections:
             tokens = {token_id: token for token, token_id in ranks.items()}
@@ -259,7 +282,7 @@ def load_cartridge(
                 raise CartridgeError(f"{path}: merges.pairs names ids that are no tokens") from None
         return BytePairModel(ranks, merges, ignore_merges=whole_span_lookup)
 
-    return _tokenizer_of(path, name, build_model, tables=tables, **common)
+    return _with_lineage(_tokenizer_of(path, name, build_model, tables=tables, **common), metadata, path)
 
 
 def _tokenizer_of(path, *args, **kwargs) -> Tokenizer:
@@ -270,6 +293,16 @@ def _tokenizer_of(path, *args, **kwargs) -> Tokenizer:
         if isinstance(error, CartridgeError):
             raise
         raise CartridgeError(f"{path}: {error}") from None
+
+
+def _with_lineage(tokenizer: Tokenizer, metadata: dict, path) -> Tokenizer:
+    """Set the tokenizer's vocabulary version and parent hash from the metadata (a cartridge written before
+    they existed has neither: version 1, no parent)."""
+    version, parent = metadata.get("vocabulary_version", 1), metadata.get("parent_hash")
+    if type(version) is not int or version < 1 or not (parent is None or isinstance(parent, str)):
+        raise CartridgeError(f"{path}: vocabulary_version must be an int >= 1 and parent_hash a string or null")
+    tokenizer.vocabulary_version, tokenizer.parent_hash = version, parent
+    return tokenizer
 
 
 def _metadata_field(metadata: dict, key: str, kind: type, path) -> object:

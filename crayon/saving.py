@@ -22,6 +22,7 @@ CARTRIDGE_SECTION = {
     "dat_base": "dat.base",
     "dat_check": "dat.check",
     "dat_values": "dat.values",
+    "empty_tokens": "vocab.empty",  # ids of tokens with no bytes (Whisper's last token), when there are any
 }
 
 
@@ -36,6 +37,8 @@ def save_cartridge(tokenizer, path: str | os.PathLike, *, source: dict | None = 
         "special_tokens": tokenizer.special_tokens,
         "added_tokens": tokenizer.added_tokens,
         "source": source,
+        "vocabulary_version": tokenizer.vocabulary_version,
+        "parent_hash": tokenizer.parent_hash,
     }
     if tokenizer.normalizer is not None or tokenizer.pattern is None:
         from crayon.formats.hf_io import pipeline_to_hf
@@ -54,6 +57,9 @@ def save_cartridge(tokenizer, path: str | os.PathLike, *, source: dict | None = 
             tables = tables_for(tokenizer.model)
         sections = {CARTRIDGE_SECTION.get(name, f"bpe.{name}"): array for name, array in tables.items()}
         model = tokenizer.model
+        empty = [token_id for token_id, token in model.token_bytes.items() if not token]
+        if empty:
+            sections["vocab.empty"] = np.array(empty, np.int64)
         metadata["whole_span_lookup"] = bool(model.whole_span_lookup)
         if model.merges is not None:
             sections["merges.pairs"] = np.array(

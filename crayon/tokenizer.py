@@ -6,9 +6,9 @@ import functools
 import importlib
 import importlib.util
 import operator
-import warnings
 import os
-from typing import AbstractSet, Callable, Collection, Literal, Sequence
+import warnings
+from typing import AbstractSet, Callable, Collection, Iterable, Literal, Sequence
 
 import numpy as np
 
@@ -25,23 +25,31 @@ from crayon.reference.pretokenize import (
     split_specials,
 )
 
+__all__ = ["Tokenizer", "BACKENDS", "make_engine"]
+
 BACKENDS = ("reference", "jit", "cuda", "auto")
+SHORT_TEXT = 32  # characters: ``encode`` and ``encode_ordinary`` remember the tokens of texts up to this long
+SHORT_TEXTS_KEPT = 1 << 14  # per tokenizer and method; a full memory starts over
 _ENGINE_MODULES = {"jit": "crayon.jit.engine", "cuda": "crayon.gpu.engine"}
 
 
-def make_engine(tokenizer: "Tokenizer", backend: str) -> Engine:
-    """Build the engine for ``backend``; a backend that cannot run here raises, it never falls back."""
+def make_engine(tokenizer: "Tokenizer", backend: str, **options) -> Engine:
+    """Build the engine for ``backend`` (``options`` go to the backend's ``make_engine``: ``kernels``, ``encoder`` for
+    "jit"; ``chunk_bytes``, ``memory_budget`` ... for "cuda"); a backend that cannot run here raises, it never falls
+    back."""
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     if backend == "auto":
         backend = "jit" if importlib.util.find_spec(_ENGINE_MODULES["jit"]) is not None else "reference"
     if backend == "reference":
+        if options:
+            raise TypeError(f"the reference engine takes no options, not {', '.join(options)}")
         return ReferenceEngine(tokenizer)
     try:
         module = importlib.import_module(_ENGINE_MODULES[backend])
     except ImportError as missing:
         raise BackendUnavailableError(f"backend {backend!r} is unavailable: {missing}") from missing
-    return module.make_engine(tokenizer)
+    return module.make_engine(tokenizer, **options)
 
 
 def _as_utf8_safe(text: str) -> str:
@@ -50,6 +58,8 @@ def _as_utf8_safe(text: str) -> str:
     if not isinstance(text, str):
         fix = " (decode bytes first: data.decode('utf-8'))" if isinstance(text, (bytes, bytearray)) else ""
         raise TypeError(f"expected a str to encode, got {type(text).__name__}{fix}")
+    if text.isascii():  # constant time for a str: no copy to make
+        return text
     try:
         text.encode("utf-8")
         return text
@@ -106,6 +116,12 @@ def _special_set_error(argument: str, value) -> str:
     )
 
 
+def _remember(memory: dict[str, tuple[int, ...]], text: str, tokens: list[int]) -> None:
+    if len(memory) >= SHORT_TEXTS_KEPT:
+        memory.clear()
+    memory[text] = tuple(tokens)
+
+
 class Tokenizer:
     """A tokenizer with tiktoken's methods: ``encode``, ``encode_ordinary``, ``encode_batch``, ``decode`` ..."""
 
@@ -140,19 +156,19 @@ class Tokenizer:
             warn_if_lossy(self.pattern)
         self.normalizer = normalizer
         self.pretokenizer = pretokenizer or PatternSpanner(pattern)
-        self._special_tokens = _checked_token_table("special_tokens", special_tokens)
         self.added_tokens = _checked_token_table("added_tokens", added_tokens)
-        self._special_bytes = {
-            token_id: text.encode("utf-8") for text, token_id in {**self.added_tokens, **self._special_tokens}.items()
-        }
-        self.special_tokens_set = frozenset(self._special_tokens)
+        self._set_special_tokens(_checked_token_table("special_tokens", special_tokens))
         n_tokens = len(tables["token_offsets"]) - 1 if tables is not None else 1 + max(self.model.token_bytes, default=-1)
         self.n_vocab = max(n_tokens, 1 + max(self._special_bytes, default=-1))
         self._check_token_ids()
         self._engine = make_engine(self, backend)
+        self._short_encode: dict[str, tuple[int, ...]] = {}
+        self._short_ordinary: dict[str, tuple[int, ...]] = {}
         self._choose_per_batch = backend == "auto"
         self._cuda_engine = None
         self.batch_choice: tuple[str, str] | None = None  # (engine, reason) of the last batch under "auto"
+        self.vocabulary_version = 1  # lineage (crayon.evolution): 1 + the number of changes since made from scratch
+        self.parent_hash: str | None = None  # crayon.evolution.vocabulary_hash of the vocabulary it was derived from
 
     @classmethod
     def from_spec(cls, spec: TokenizerSpec, *, backend: str = "auto") -> "Tokenizer":
@@ -208,18 +224,98 @@ class Tokenizer:
         except KeyError:
             raise AttributeError(f"{self.name} has no <|endoftext|> token") from None
 
-    def with_backend(self, backend: str) -> "Tokenizer":
-        """The same vocabulary on another engine."""
+    def with_backend(self, backend: str, **options) -> "Tokenizer":
+        """The same vocabulary on another engine; ``options`` configure it (see ``make_engine``), e.g.
+        ``with_backend("jit", kernels="numba")``."""
         clone = object.__new__(Tokenizer)
         clone.__dict__.update(self.__dict__)
-        clone._engine = make_engine(clone, backend)
+        clone._engine = make_engine(clone, backend, **options)
+        clone._short_encode, clone._short_ordinary = {}, {}
         clone._choose_per_batch, clone._cuda_engine, clone.batch_choice = backend == "auto", None, None
         return clone
+
+    # evolving the vocabulary -------------------------------------------------------------------------
+
+    def extend(
+        self,
+        *corpus,
+        files: Iterable[str | os.PathLike] | None = None,
+        texts: Iterable[str] | None = None,
+        n_new_tokens: int,
+        backend: str = "auto",
+        reserved_special_tokens: int = 0,
+        move_special_tokens: bool = False,
+        progress: bool = False,
+        name: str | None = None,
+    ) -> "Tokenizer":
+        """A new tokenizer: this vocabulary plus up to ``n_new_tokens`` BPE tokens learned on ``files=[paths]``
+        (UTF-8 files, streamed) and/or ``texts=[str, ...]``, as ``crayon.train`` takes its corpus; the text is
+        pre-tokenized as this tokenizer does.
+
+        Every existing id keeps its bytes and the existing merges stay first, so text that the new tokens do not
+        help encodes as before. New ids start at ``n_vocab`` (after the special tokens, which keep their ids);
+        ``move_special_tokens=True`` puts them right after the last ordinary token and renumbers the special
+        tokens after them. ``reserved_special_tokens``: add that many ``<|reserved_special_token_K|>`` slots at
+        the end (name them later with ``with_special_tokens``). ``backend``: "auto"/"jit" (the Numba trainer) or
+        "reference" (pure Python; the same merges). The result records this tokenizer as its parent
+        (``vocabulary_version``, ``parent_hash``)."""
+        from crayon.evolution import derived_from, extended_spec
+
+        if corpus:
+            raise TypeError("Tokenizer.extend takes its corpus by keyword: files=[path, ...] to read UTF-8 files, or "
+                            "texts=[str, ...] for texts (a positional list could be either)")
+        spec = extended_spec(self, n_new_tokens, files=files, texts=texts, backend=backend, progress=progress,
+                             reserved_special_tokens=reserved_special_tokens, move_special_tokens=move_special_tokens)
+        spec.name = name or self.name
+        return derived_from(Tokenizer.from_spec(spec, backend="auto" if self._choose_per_batch else self.backend), self)
+
+    def with_special_tokens(self, tokens: Sequence[str] | dict[str, int]) -> "Tokenizer":
+        """The same vocabulary with reserved special slots (``<|reserved_special_token_K|>``) given names; no id
+        moves. A list fills the free slots in id order; a dict names the slot id of each token."""
+        from crayon.evolution import derived_from, is_reserved_special_token
+
+        free = sorted((i, text) for text, i in self._special_tokens.items() if is_reserved_special_token(text))
+        if not isinstance(tokens, dict):
+            tokens = list(tokens)
+            if len(tokens) > len(free):
+                raise ValueError(f"{len(tokens)} special tokens but {self.name} has only {len(free)} free reserved "
+                                 "slots; extend it with reserved_special_tokens=N to get more")
+            tokens = {text: token_id for text, (token_id, _) in zip(tokens, free)}
+        slot_of = {token_id: text for token_id, text in free}
+        specials = dict(self._special_tokens)
+        for text, token_id in tokens.items():
+            if not isinstance(text, str) or not text:
+                raise ValueError(f"special tokens must be non-empty strings, got {text!r}")
+            if text in specials or text in self.added_tokens:
+                existing = specials.get(text, self.added_tokens.get(text))
+                raise ValueError(f"{text!r} is already a token of {self.name} (id {existing})")
+            if token_id not in slot_of:
+                raise ValueError(f"id {token_id!r} is not a free reserved special slot of {self.name}")
+            del specials[slot_of.pop(token_id)]
+            specials[text] = token_id
+        clone = object.__new__(Tokenizer)
+        clone.__dict__.update(self.__dict__)
+        clone._set_special_tokens(specials)
+        return derived_from(clone, self)
+
+    def _set_special_tokens(self, special_tokens: dict[str, int]) -> None:
+        self._special_tokens = special_tokens
+        self._special_bytes = {
+            token_id: text.encode("utf-8") for text, token_id in {**self.added_tokens, **special_tokens}.items()
+        }
+        self.special_tokens_set = frozenset(special_tokens)
 
     # encoding --------------------------------------------------------------------------------------
 
     def encode_ordinary(self, text: str) -> list[int]:
         """Encode text, treating special-token text as ordinary text."""
+        if type(text) is str and len(text) <= SHORT_TEXT:
+            known = self._short_ordinary.get(text)
+            if known is not None:
+                return list(known)
+            tokens = self._encode_chunks(_as_utf8_safe(text), frozenset())
+            _remember(self._short_ordinary, text, tokens)
+            return tokens
         return self._encode_chunks(_as_utf8_safe(text), frozenset())
 
     def _encode_chunks(self, text: str, allowed_specials: frozenset[str]) -> list[int]:
@@ -241,7 +337,20 @@ class Tokenizer:
         allowed_special: Literal["all"] | AbstractSet[str] = frozenset(),
         disallowed_special: Literal["all"] | Collection[str] = "all",
     ) -> list[int]:
-        """Encode text; allowed special tokens become their ids, a disallowed one raises ``ValueError``."""
+        """Encode text; allowed special tokens become their ids, a disallowed one raises ``ValueError``.
+
+        With the default specials, the tokens of a short text are remembered: the same text again (a word, a
+        label) costs a dictionary lookup. A remembered text passed the special-token check, which depends on the
+        text alone."""
+        if (type(text) is str and len(text) <= SHORT_TEXT and type(allowed_special) in (frozenset, set)
+                and not allowed_special and disallowed_special == "all"):
+            known = self._short_encode.get(text)
+            if known is not None:
+                return list(known)
+            safe = _as_utf8_safe(text)
+            tokens = self._encode_chunks(safe, self._check_specials(safe, allowed_special, disallowed_special))
+            _remember(self._short_encode, text, tokens)
+            return tokens
         text = _as_utf8_safe(text)
         return self._encode_chunks(text, self._check_specials(text, allowed_special, disallowed_special))
 
@@ -300,16 +409,19 @@ class Tokenizer:
 
     def _check_specials(self, text: str, allowed_special, disallowed_special) -> frozenset[str]:
         """Apply tiktoken's special-token contract; return the specials to encode as specials."""
-        if allowed_special != "all" and not isinstance(allowed_special, AbstractSet):
-            raise TypeError(_special_set_error("allowed_special", allowed_special))
-        if isinstance(disallowed_special, (str, bytes)) and disallowed_special != "all":
-            raise TypeError(_special_set_error("disallowed_special", disallowed_special))
-        allowed = self.special_tokens_set if allowed_special == "all" else frozenset(allowed_special)
-        allowed &= self.special_tokens_set  # as in tiktoken, allowing a name that is no special token is a no-op
-        if disallowed_special == "all":
-            disallowed = self.special_tokens_set - allowed
+        if type(allowed_special) in (frozenset, set) and not allowed_special and disallowed_special == "all":
+            allowed, disallowed = frozenset(), self.special_tokens_set  # the defaults, without building sets
         else:
-            disallowed = frozenset(disallowed_special or ())  # None is "none", as in tiktoken
+            if allowed_special != "all" and not isinstance(allowed_special, AbstractSet):
+                raise TypeError(_special_set_error("allowed_special", allowed_special))
+            if isinstance(disallowed_special, (str, bytes)) and disallowed_special != "all":
+                raise TypeError(_special_set_error("disallowed_special", disallowed_special))
+            allowed = self.special_tokens_set if allowed_special == "all" else frozenset(allowed_special)
+            allowed &= self.special_tokens_set  # as in tiktoken, allowing a name that is no special token is a no-op
+            if disallowed_special == "all":
+                disallowed = self.special_tokens_set - allowed
+            else:
+                disallowed = frozenset(disallowed_special or ())  # None is "none", as in tiktoken
         if disallowed:
             match = special_token_regex(disallowed).search(text)
             if match:
@@ -353,7 +465,7 @@ class Tokenizer:
         if not 0 <= token < len(offsets) - 1:
             return None
         found = self.tables["token_bytes"][offsets[token] : offsets[token + 1]].tobytes()
-        return found or None
+        return found if found or token in self.tables.get("empty_tokens", ()) else None
 
     def decode_bytes(self, tokens: Sequence[int]) -> bytes:
         """The bytes of a token sequence: ``decode_bytes(encode(s)) == s.encode()``."""

@@ -6,68 +6,19 @@ The corpus is given by keyword, never guessed from its type: ``files=[...]`` are
 
 from __future__ import annotations
 
-import itertools
 import os
 import warnings
-from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Sequence
 
+from crayon.corpus import documents, read_documents
 from crayon.errors import TrainingWarning
 from crayon.patterns import resolve_pattern
 from crayon.reference.bpe import BytePairModel
 from crayon.tokenizer import Tokenizer
 
+__all__ = ["train", "MODELS"]
+
 MODELS = ("bpe", "char", "word")
-
-
-def _documents(files, texts) -> Iterator[str | Path]:
-    """The corpus as one stream of documents: each file as a ``Path``, each text as a ``str``.
-
-    Files are checked up front (a missing one raises before any training); texts as they are read."""
-    if files is None and texts is None:
-        raise TypeError("crayon.train needs a corpus: files=[path, ...] (UTF-8 files) or texts=[str, ...]")
-    paths = [] if files is None else _checked_paths(files)
-    if texts is None:
-        return iter(paths)
-    if isinstance(texts, (str, bytes, os.PathLike)):
-        raise TypeError(
-            f"texts= takes an iterable of texts, not a lone {type(texts).__name__}: write texts=[text] for one "
-            f"text, or files=[path] to read files"
-        )
-    return itertools.chain(paths, map(_checked_text, texts))
-
-
-def _checked_paths(files) -> list[Path]:
-    if isinstance(files, (str, bytes, os.PathLike)):
-        raise TypeError(f"files= takes a list of paths, not a lone {type(files).__name__}: write files=[{files!r}]")
-    paths = []
-    for file in files:
-        if not isinstance(file, (str, os.PathLike)):
-            raise TypeError(f"files= takes paths (str or os.PathLike), got {type(file).__name__}: texts go in texts=")
-        path = Path(file)
-        if not path.is_file():
-            raise FileNotFoundError(f"training file {os.fspath(file)!r} does not exist or is not a file")
-        paths.append(path)
-    return paths
-
-
-def _checked_text(text) -> str:
-    if not isinstance(text, str):
-        fix = "; files go in files=" if isinstance(text, os.PathLike) else ""
-        raise TypeError(f"texts= takes str items, got {type(text).__name__}{fix}")
-    return text
-
-
-def _texts(documents: Iterable[str | Path]) -> Iterator[str]:
-    """Each document as text (files read as UTF-8)."""
-    for document in documents:
-        if isinstance(document, Path):
-            try:
-                yield document.read_text(encoding="utf-8")
-            except UnicodeDecodeError as error:
-                raise ValueError(f"{document} is not UTF-8 text: {error}") from None
-        else:
-            yield document
 
 
 def train(
@@ -82,6 +33,7 @@ def train(
     progress: bool = True,
     name: str = "trained",
     min_frequency: int = 1,
+    reserved_special_tokens: int = 0,
 ):
     """Train a vocabulary of ``vocab_size`` tokens on ``files=[paths]`` (UTF-8 files, streamed) and/or
     ``texts=[str, ...]`` (any iterable of texts); each file or text is one document.
@@ -91,6 +43,8 @@ def train(
     ``"char"`` / ``"word"`` return a :class:`crayon.CharTokenizer` / :class:`crayon.WordTokenizer`.
     ``backend``: "jit" / "auto" (the Numba trainer, both cores) or "reference" (pure Python, same merges).
     ``min_frequency``: the least count of a kept character or word (``"char"`` / ``"word"``); BPE refuses it.
+    ``reserved_special_tokens``: that many ``<|reserved_special_token_K|>`` special tokens after the others
+    (counted in ``vocab_size``), to name later with ``Tokenizer.with_special_tokens`` without moving any id.
     """
     if corpus:
         raise TypeError(
@@ -102,9 +56,11 @@ def train(
     if model == "bpe" and min_frequency != 1:
         raise ValueError("min_frequency is for model='char' and 'word': BPE training merges the most frequent pair "
                          "until vocab_size is reached; choose a smaller vocab_size instead")
+    if model != "bpe" and reserved_special_tokens:
+        raise ValueError(f"reserved_special_tokens is for model='bpe'; a {model} vocabulary has no special tokens")
     if backend not in ("jit", "auto", "reference"):
         raise ValueError(f"training runs on backend 'jit', 'auto' or 'reference', not {backend!r}")
-    documents = _documents(files, texts)
+    stream = documents(files, texts)
     if model != "bpe":
         from crayon.lookup.char import CharTokenizer
         from crayon.lookup.word import WordTokenizer
@@ -112,17 +68,22 @@ def train(
         tokenizer = (CharTokenizer if model == "char" else WordTokenizer)(
             min_frequency=min_frequency, max_vocab_size=vocab_size
         )
-        tokenizer.train(_texts(documents))
+        tokenizer.train(read_documents(stream))
         return tokenizer
     resolve_pattern(pattern)  # an unknown pattern name fails before any work
+    if reserved_special_tokens:
+        from crayon.evolution import reserved_slots
+
+        special_tokens = (special_tokens,) if isinstance(special_tokens, str) else tuple(special_tokens)
+        special_tokens = (*special_tokens, *reserved_slots(dict.fromkeys(special_tokens, 0), reserved_special_tokens, 0))
     if backend == "reference":
         from crayon.reference.train import train_bpe
 
-        result = train_bpe(_texts(documents), vocab_size, pattern=pattern, special_tokens=special_tokens)
+        result = train_bpe(read_documents(stream), vocab_size, pattern=pattern, special_tokens=special_tokens)
     else:
         from crayon.jit.train import train_bpe_jit
 
-        result = train_bpe_jit(documents, vocab_size, pattern=pattern, special_tokens=special_tokens, progress=progress)
+        result = train_bpe_jit(stream, vocab_size, pattern=pattern, special_tokens=special_tokens, progress=progress)
     reached = len(result.ranks) + len(result.special_tokens)
     if reached < vocab_size:
         warnings.warn(

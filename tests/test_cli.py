@@ -89,12 +89,12 @@ def test_export_decode_count(capsys, tmp_path, monkeypatch):
     code, out, _ = run(capsys, "compile", "r50k_base", "-o", tmp_path / "r50k.crayon")
     assert code == 0 and crayon.load(tmp_path / "r50k.crayon").n_vocab == 50257
     ids = crayon.get_encoding("cl100k_base").encode("héllo wörld")
-    assert run(capsys, "decode", "cl100k_base", *ids)[1] == "héllo wörld\n"
+    assert run(capsys, "decode", *ids)[1] == "héllo wörld\n"
     monkeypatch.setattr(sys, "stdin", __import__("io").StringIO(json.dumps(ids)))
-    assert run(capsys, "decode", "cl100k_base", "--no-newline")[1] == "héllo wörld"
+    assert run(capsys, "decode", "--tokenizer", "cl100k_base", "--no-newline")[1] == "héllo wörld"
     text_file = tmp_path / "a.txt"
     text_file.write_text("hello world <|endoftext|>", encoding="utf-8")
-    code, out, _ = run(capsys, "count", "cl100k_base", text_file, text_file)
+    code, out, _ = run(capsys, "count", text_file, text_file, "--tokenizer", "cl100k_base")
     expected = len(crayon.get_encoding("cl100k_base").encode_ordinary(text_file.read_text()))
     assert code == 0 and out.splitlines() == [f"{expected}\t{text_file}", f"{expected}\t{text_file}", f"{2 * expected}\ttotal"]
 
@@ -102,11 +102,11 @@ def test_export_decode_count(capsys, tmp_path, monkeypatch):
 def test_errors_are_one_line_with_exit_2(capsys, tmp_path):
     (tmp_path / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
     cases = [
-        (["decode", "cl100k_base", "99999999"], "token id 99999999 is not in cl100k_base"),
-        (["decode", "cl100k_base", "1.5"], "is not a token id"),
-        (["count", "no_such_profile", "x.txt"], "no profile named 'no_such_profile'"),
-        (["count", "cl100k_base", tmp_path / "latin1.txt"], "is not UTF-8"),
-        (["count", "cl100k_base", tmp_path / "absent.txt"], "No such file"),
+        (["decode", "99999999"], "token id 99999999 is not in cl100k_base"),
+        (["decode", "1.5", "--tokenizer", "gpt2"], "is not a token id"),
+        (["count", "x.txt", "--tokenizer", "no_such_profile"], "no profile named 'no_such_profile'"),
+        (["count", tmp_path / "latin1.txt"], "is not UTF-8"),
+        (["count", tmp_path / "absent.txt"], "No such file"),
         (["export", tmp_path / "absent.tiktoken", "-o", tmp_path / "x.json"], "absent.tiktoken"),
     ]
     for argv, message in cases:

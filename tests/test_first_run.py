@@ -21,7 +21,7 @@ import crayon
 from crayon.jit import aot
 tok = crayon.load("cl100k_base")
 assert tok.encode("hello world") == [15339, 1917]
-print("kernels:", tok._engine.kernels_kind)
+print("kernels:", tok.engine.kernels_kind)
 """
 FAILING_BUILD = """
 from crayon.jit import aot
@@ -103,3 +103,42 @@ def test_warmup_command_builds_the_kernels_once(tmp_path):
     assert "kernels: " + str(tmp_path / "k" / shared.name) in result.stdout
     assert "r50k_base: compiled" in result.stdout or "r50k_base: ready" in result.stdout
     assert (tmp_path / "p" / "r50k_base.crayon").is_file()
+
+
+def test_default_threads_follow_affinity_and_the_container_cpu_quota(tmp_path, monkeypatch):
+    from crayon.jit import cores
+
+    v2, v1_quota, v1_period = tmp_path / "cpu.max", tmp_path / "cfs_quota_us", tmp_path / "cfs_period_us"
+    quota = lambda: cores.cgroup_cpu_quota(v2, v1_quota, v1_period)
+    assert quota() is None  # no cgroup files: no limit
+    v2.write_text("max 100000\n")
+    assert quota() is None
+    v2.write_text("150000 100000\n")
+    assert quota() == 1.5
+    v2.unlink()
+    v1_quota.write_text("-1\n"), v1_period.write_text("100000\n")
+    assert quota() is None
+    v1_quota.write_text("300000\n")
+    assert quota() == 3.0
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setattr(cores, "cgroup_cpu_quota", lambda: None)
+    assert cores.available_cores() == 4
+    monkeypatch.setattr(cores, "cgroup_cpu_quota", lambda: 1.5)
+    assert cores.available_cores() == 2  # a quota of 1.5 cores rounds up
+    monkeypatch.setattr(cores, "cgroup_cpu_quota", lambda: 0.2)
+    assert cores.available_cores() == 1
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    monkeypatch.setattr(cores, "cgroup_cpu_quota", lambda: 8.0)
+    assert cores.available_cores() == 1
+
+
+def test_the_engines_default_thread_count_is_available_cores(monkeypatch):
+    """No module decides a thread count from os.cpu_count(): the machine's count ignores affinity and quotas."""
+    offenders = [str(path.relative_to(ROOT)) for path in (ROOT / "crayon").rglob("*.py")
+                 if "cpu_count()" in path.read_text(encoding="utf-8") and path.name != "cores.py"]
+    assert offenders == []
+    from crayon.jit import engine
+
+    monkeypatch.setattr(engine, "available_cores", lambda: 3)
+    assert engine._threads(None, 10) == 3 and engine._threads(None, 2) == 2 and engine._threads(5, 10) == 5

@@ -5,6 +5,7 @@ runs. Offline: the fresh venv sees the test venv's dependencies through a .pth f
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -48,13 +49,19 @@ def installed(tmp_path_factory) -> Path:
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     site_packages = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                   capture_output=True, text=True, check=True).stdout.strip()
+                                   capture_output=True, text=True, check=True, env=clean_env()).stdout.strip()
     Path(site_packages, "test-venv-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return python
 
 
+def clean_env() -> dict[str, str]:
+    """This environment less PYTHONPATH and PYTHONHOME, so only the fresh venv decides what is imported."""
+    return {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONHOME")}
+
+
 def run_in(python: Path, code: str, cwd: Path) -> str:
-    result = subprocess.run([str(python), "-c", code], cwd=cwd, capture_output=True, text=True, timeout=600)
+    result = subprocess.run([str(python), "-c", code], cwd=cwd, capture_output=True, text=True, timeout=600,
+                            env=clean_env())
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
 
@@ -95,7 +102,8 @@ def test_readme_first_example_runs_from_the_installed_wheel(installed, tmp_path)
 
 def test_the_installed_command_runs(installed, tmp_path):
     command = installed.parent / "crayon"
-    result = subprocess.run([str(command), "--version"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    result = subprocess.run([str(command), "--version"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                            env=clean_env())
     import crayon
 
     assert result.returncode == 0 and result.stdout.strip() == f"crayon-tokenizer {crayon.__version__}"

@@ -163,7 +163,8 @@ def load_kernels():
                 warnings.warn(f"crayon could not build its ahead-of-time kernels ({_build_failure[0]}); using numba's "
                               f"jit kernels (same tokens, slower start). "
                               + ("Not retried on this machine: `crayon warmup` retries. " if recorded else "")
-                              + "CRAYON_AOT=0 skips the attempt.", RuntimeWarning, stacklevel=3)
+                              + "CRAYON_AOT=0 skips the attempt; CRAYON_KERNEL_DIR names a writable folder for them.",
+                              RuntimeWarning, stacklevel=3)
             if module is None and not _build_failure:  # a failure recorded by an earlier process: no new warning
                 try:
                     _build_failure.append(_failure_path(path).read_text(errors="replace"))
