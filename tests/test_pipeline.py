@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -159,11 +158,6 @@ def test_ordered_map_keeps_order_bounds_reading_and_raises():
 
     with pytest.raises(KeyError):
         list(reference_pipeline.ordered_map(fail, range(5), 2, 2))
-
-
-def test_default_workers_follow_affinity():
-    if hasattr(os, "sched_getaffinity"):
-        assert jit_pipeline.default_workers() == len(os.sched_getaffinity(0))
 
 
 # ----------------------------------------------------------------------------------------------- user API

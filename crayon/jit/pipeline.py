@@ -13,11 +13,11 @@ pre-tokenizer), the worker calls the tokenizer's ``encode`` on the decoded text,
 
 from __future__ import annotations
 
-import os
 from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
+from crayon.jit.cores import available_cores
 from crayon.jit.engine import JitEngine, make_engine
 from crayon.reference.pipeline import (
     DEFAULT_CHUNK_BYTES,
@@ -29,13 +29,6 @@ from crayon.reference.pipeline import (
     join_documents,
     text_encoder,
 )
-
-
-def default_workers() -> int:
-    """The CPUs this process may run on (its affinity mask; ``os.cpu_count`` counts the machine's)."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return os.cpu_count() or 1
 
 
 def jit_encoder(tokenizer, allowed_special: frozenset[str], errors: str) -> Callable[[list[Piece]], list[np.ndarray]]:
@@ -69,12 +62,12 @@ def _checked_utf8(piece: Piece, errors: str):
 def encode_pieces_jit(tokenizer, documents: Iterable[Document], *, allowed_special: Iterable[str] = (),
                       chunk_bytes: int | None = DEFAULT_CHUNK_BYTES, workers: int | None = None,
                       errors: str = "strict") -> Iterator[tuple[Piece, np.ndarray]]:
-    """``(piece, tokens)`` in document order on ``workers`` threads (default: ``default_workers()``); the caller
-    calls ``piece.release()`` when done with each piece."""
+    """``(piece, tokens)`` in document order on ``workers`` threads (default: ``available_cores()``, the CPU
+    affinity capped by a cgroup quota); the caller calls ``piece.release()`` when done with each piece."""
     allowed = frozenset(allowed_special)
     rule = None if chunk_bytes is None else CutRule(tokenizer, allowed)
     return encode_pieces(documents, jit_encoder(tokenizer, allowed, errors), rule=rule, chunk_bytes=chunk_bytes,
-                         workers=workers or default_workers())
+                         workers=workers or available_cores())
 
 
 def encode_documents(tokenizer, documents: Iterable[Document], **options) -> Iterator[tuple[int, np.ndarray]]:
