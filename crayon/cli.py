@@ -177,6 +177,53 @@ def _diff(args: argparse.Namespace) -> None:
         raise SystemExit(1)
 
 
+def _encode(args: argparse.Namespace) -> None:
+    """``crayon encode``: files to a token shard (-o), or token ids printed (no -o; text on stdin without files)."""
+    import crayon
+
+    tok = crayon.load(args.tokenizer)
+    if args.files_from is not None:
+        listing = sys.stdin if args.files_from == "-" else open(args.files_from, encoding="utf-8")
+        with listing:
+            args.files += [line.rstrip("\n") for line in listing if line.strip()]
+    if not args.files:
+        if sys.stdin.isatty():
+            raise UsageError("crayon encode: give files, or pipe text on stdin")
+        print(" ".join(map(str, tok.encode_ordinary(sys.stdin.buffer.read().decode("utf-8", args.errors)))))
+        return
+    options = dict(separator=args.separator, jsonl_field=args.jsonl_field, append_eot=args.append_eot,
+                   threads=args.threads, chunk_bytes=args.chunk_bytes, errors=args.errors)
+    if args.output is None:
+        line: list[int] = []
+        for chunk in tok.iter_encode_files(args.files, **options):
+            line.extend(chunk.tokens.tolist())
+            if chunk.end_of_document:
+                print(" ".join(map(str, line)))
+                line = []
+        return
+    summary = tok.write_tokens(args.files, args.output, progress=not args.quiet, **options)
+    seconds = max(summary["seconds"], 1e-9)
+    print(f"wrote {summary['output']} (+ .json): {summary['tokens']:,} {summary['dtype']} tokens, "
+          f"{summary['documents']:,} documents, {summary['bytes'] / 1e6:,.1f} MB in {seconds:.1f} s "
+          f"({summary['bytes'] / 1e6 / seconds:,.1f} MB/s, {summary['tokens'] / seconds / 1e6:,.2f} M tokens/s)")
+
+
+def _add_encode_parser(commands) -> None:
+    encode = commands.add_parser("encode", help="encode UTF-8 files into a token shard (.bin/.npy + .json sidecar)")
+    encode.add_argument("files", nargs="*", help="UTF-8 text or JSON Lines files; none: read text on stdin")
+    encode.add_argument("--files-from", help="a file listing input files, one per line ('-': stdin)")
+    encode.add_argument("-o", "--output", help="the shard (.bin: raw uint16/uint32, .npy); none: print ids")
+    encode.add_argument("--tokenizer", default="cl100k_base", help="profile name or vocabulary file")
+    encode.add_argument("--threads", type=int, help="workers (default: the CPUs this process may use)")
+    encode.add_argument("--jsonl-field", help="the files are JSON Lines; each line's FIELD is a document")
+    encode.add_argument("--separator", help="documents in a file are separated by this text (default: file = doc)")
+    encode.add_argument("--append-eot", action="store_true", help="the end-of-text token after every document")
+    encode.add_argument("--chunk-bytes", type=int, default=1 << 20, help="bytes per task (memory ~ threads x this)")
+    encode.add_argument("--errors", choices=("strict", "replace"), default="strict", help="bytes that are not UTF-8")
+    encode.add_argument("--quiet", action="store_true", help="no progress bar")
+    encode.set_defaults(run=_encode)
+
+
 def build_parser() -> argparse.ArgumentParser:
     import crayon
 
@@ -217,7 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="where to write: .crayon (cartridge), .json (HF tokenizer.json) or .tiktoken (ranks)")
     export.set_defaults(run=_export)
 
-    # `crayon encode` (files to token shards, stdin to ids) is added here by crayon's pipeline work.
+    _add_encode_parser(commands)
 
     decode = commands.add_parser("decode", help="token ids to text",
                                  description="Decode token ids (arguments, or whitespace-separated on stdin) to text.")

@@ -25,7 +25,7 @@ from crayon.profiles import OPENAI_ENCODINGS, VOCABULARY_SHA256, cache_dirs, fin
 from crayon.reference.bpe import BytePairModel
 from crayon.reference.pretokenize import WholeText
 from crayon.saving import CARTRIDGE_SECTION, save_cartridge
-from crayon.tokenizer import Tokenizer
+from crayon.tokenizer import Tokenizer, remember_source
 
 __all__ = ["load", "list_profiles", "load_cartridge", "as_longest_match", "ALGORITHMS", "CARTRIDGE_SUFFIX"]
 
@@ -33,6 +33,7 @@ ALGORITHMS = ("bpe", "longest")
 TABLE_NAME = {section: table for table, section in CARTRIDGE_SECTION.items()}
 
 
+@remember_source
 def load(
     source: str | os.PathLike,
     *,

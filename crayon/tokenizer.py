@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import functools
 import importlib
 import importlib.util
 import operator
@@ -773,3 +774,64 @@ class Tokenizer:
             return self._special_bytes[token].decode("utf-8")
         found = self._ordinary_token_bytes(token)
         return None if found is None else to_byte_chars(found)
+
+    # corpora and pickling ------------------------------------------------------------------------------
+
+    def encode_file(self, path, *, threads: int | None = None, errors: str = "strict") -> np.ndarray:
+        """Tokens (uint32) of a UTF-8 file's text: ``encode_ordinary(data.decode())``, read by the streaming
+        pipeline of ``crayon.shards`` (mapped, cut where exact, encoded on ``threads`` workers)."""
+        from crayon.shards import iter_tokens
+
+        parts = [chunk.tokens for chunk in iter_tokens(self, [path], threads=threads, errors=errors)]
+        return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
+    def iter_encode_files(self, paths, **options):
+        """Token chunks of the documents of ``paths`` in order, in bounded memory: ``crayon.shards.iter_tokens``
+        (documents per file, per ``separator`` or per ``jsonl_field`` line; ``append_eot``; ``threads``)."""
+        from crayon.shards import iter_tokens
+
+        return iter_tokens(self, paths, **options)
+
+    def write_tokens(self, paths, output, **options) -> dict:
+        """Encode the documents of ``paths`` into a token shard ``output`` (``.bin`` or ``.npy``) and its JSON
+        sidecar: ``crayon.shards.write_shard``; returns the summary."""
+        from crayon.shards import write_shard
+
+        return write_shard(self, paths, output, **options)
+
+    def __reduce__(self):
+        """Pickle by source, not engine state: a tokenizer from ``crayon.load`` is loaded again from its profile
+        name or file (absolute path); any other (trained in memory) carries its model, tables and pipeline."""
+        backend = "auto" if self._choose_per_batch else self.backend
+        loaded_from = self.__dict__.get("_loaded_from")
+        if loaded_from is not None:
+            load, source, options = loaded_from
+            return _load_tokenizer, (load, source, {**options, "backend": backend}, self.name)
+        return _build_tokenizer, (self.name, self.model, dict(
+            pattern=self.pattern, special_tokens=self._special_tokens, normalizer=self.normalizer,
+            pretokenizer=None if isinstance(self.pretokenizer, PatternSpanner) else self.pretokenizer,
+            added_tokens=self.added_tokens, backend=backend, tables=self.tables, algorithm=self.algorithm))
+
+
+def remember_source(load: Callable[..., Tokenizer]) -> Callable[..., Tokenizer]:
+    """Decorate ``crayon.load`` so that the tokenizers it returns pickle by their source (``__reduce__``)."""
+
+    @functools.wraps(load)
+    def load_remembering(source, **options) -> Tokenizer:
+        tokenizer = load(source, **options)
+        name = os.fspath(source)
+        tokenizer._loaded_from = (load_remembering, os.path.abspath(name) if os.path.exists(name) else name,
+                                  {key: value for key, value in options.items() if key != "backend"})
+        return tokenizer
+
+    return load_remembering
+
+
+def _load_tokenizer(load: Callable[..., Tokenizer], source: str, options: dict, name: str) -> Tokenizer:
+    tokenizer = load(source, **options)
+    tokenizer.name = name
+    return tokenizer
+
+
+def _build_tokenizer(name: str, model, options: dict) -> Tokenizer:
+    return Tokenizer(name, model, **options)

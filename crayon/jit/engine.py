@@ -239,6 +239,17 @@ class JitEngine:
                 return tokens
         return self.as_list(self.encode_ordinary_array(text))
 
+    def encode_utf8_flat(self, data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(tokens, counts) of the valid UTF-8 texts data[offsets[i]:offsets[i + 1]] (uint8 data, int64 offsets),
+        on the calling thread with its own buffers: the tokens of ``encode_ordinary_array`` of each text, in one
+        uint32 array; counts[i] is text i's number of tokens. The kernel reads ``data`` in place (a mapped file)."""
+        if self.pattern_id is None or (self.tables["byte_tokens"] < 0).any():
+            tokens, token_offsets = flat_from_arrays([
+                self.encode_ordinary_array(bytes(data[offsets[i] : offsets[i + 1]]).decode("utf-8"))
+                for i in range(len(offsets) - 1)])
+            return tokens, np.diff(token_offsets)
+        return self._encode_docs(data, offsets, 0, len(offsets) - 1)
+
     def as_list(self, tokens: np.ndarray) -> list[int]:
         """``tokens.tolist()``, checked: a few tokens are converted directly; more are taken from ``id_objects``,
         twice as fast as ``tolist``, the list sharing one Python int per id instead of making each anew."""

@@ -1,0 +1,394 @@
+"""The dataset pipeline as a spec: documents in files become token arrays, in order, in bounded memory.
+
+::
+
+    read (mmap)  ->  cut into chunks  ->  encode chunks on a pool of workers  ->  reassemble in order  ->  write
+    file_documents    cut_document        ordered_map(encode_batch, ...)        (ordered_map yields      (crayon.shards
+    jsonl_documents   batch_pieces                                               in input order)          writes shards)
+
+Every stage is a generator pulling from the one before, and ``ordered_map`` keeps at most ``in_flight`` batches
+submitted and not yet handed on: the reader stops reading while the writer is behind (back-pressure), so memory
+is O(in_flight x chunk_bytes) whatever the size of the files. Each document's tokens are exactly
+``tokenizer.encode(text, allowed_special=allowed, disallowed_special=())`` of its whole text (``encode_ordinary``
+when nothing is allowed), where ``text = data.decode("utf-8", errors)`` of the document's bytes (no newline
+translation). Documents are independent; a document longer than ``chunk_bytes`` is cut where ``CutRule`` allows.
+
+The cut rule
+------------
+Write T = A + B, cut at byte p = len(A). The cut is exact when the tokens of T are the tokens of A followed by
+those of B. The engines encode ordinary text as the concatenation of ``encode_span`` over the pattern's spans
+(``regex.findall``), after special/added tokens are cut out; so it suffices that (a) no special-token match
+straddles p, (b) no pattern span straddles p, and (c) the spans of T left of p are ``findall(A)`` and those right
+of p are ``findall(B)``. ``CutRule`` accepts p in two cases (conditions on the document's characters):
+
+* **W** (word): T[p] is a space U+0020 and T[p-1] is printable ASCII other than the space (``!`` to ``~``).
+* **N** (line): T[p-1] is a newline, T[p] is neither whitespace (the pattern's ``\\s``) nor ``/``, and the
+  whitespace run ending at p-1 is exactly ``\\n`` (T[p-2] is not whitespace, or p-1 is the text's start); for
+  cl100k_base and o200k_base also exactly ``\\r\\n`` (with T[p-3] not whitespace).
+
+Proof for the three pattern families (r50k_base = p50k_base = gpt2, cl100k_base, o200k_base; the strings of
+``crayon.patterns``). The patterns have no lookbehind, ``\\b``, ``^`` or ``\\G``, never match the empty string,
+and ``findall`` restarts each match where the last ended; so the matching of a span that starts at or after p
+reads only text at or after p, and (c)'s right half holds once (b) holds. For a match attempt starting at i < p,
+A and T differ in only two observations: a test at position p (T has the character T[p], A has the end of text)
+and ``$``, which in A also matches at p-1 when T[p-1] is a newline (``$`` is "end, or before a final newline";
+in T it matches at neither, as B is not empty and T[p] is no newline). An attempt that makes neither
+observation, or makes it with the same outcome, produces the same match in A and in T.
+
+*Rule W.* An attempt reaches p only after consuming x = T[p-1], which is not whitespace. In each family the
+alternatives that can consume a non-whitespace character and then test the next position test it with one of:
+a letter/mark class, a digit class, the contraction letters or an apostrophe, ``[^\\s\\p{L}\\p{N}]``, ``[\\r\\n]``
+or (o200k) ``[\\r\\n/]``; ``$`` and ``(?!\\S)`` only follow ``\\s+``/``\\s++``, which cannot have consumed x.
+A space fails every one of those classes, and so does the end of text: every test at p has the same outcome in A
+and T, hence the same matches (c), and no match consumes T[p] (it fails in A), so none straddles p (b).
+
+*Rule N.* Position p-1 holds the same newline in A and T, so an attempt differs only if it consumes the newline
+(and then tests p) or tests ``$`` after a whitespace run ending at p-1 or p. Only whitespace alternatives and the
+trailing newline runs (cl100k ``[^\\s\\p{L}\\p{N}]++[\\r\\n]*+``, o200k ``[^\\s\\p{L}\\p{N}]+[\\r\\n/]*``) consume a
+newline; since T[p-2] (T[p-3] for CRLF) is not whitespace, a whitespace alternative that reaches the newline
+starts at the whitespace run's first character. Case by case, the span that ends the run in T and in A:
+ - after punctuation (cl100k, o200k): the trailing run takes the ``\\n``/``\\r\\n`` and stops at p in both (T[p] is
+   not ``\\r``, ``\\n`` or ``/``); an earlier alternative cannot consume the newline.
+ - r50k, ``\\n``: A matches ``\\s++$`` = "\\n"; in T ``\\s++$`` and ``\\s+(?!\\S)`` fail (T[p] is not whitespace),
+   ``\\s`` matches "\\n". Same span. (r50k and ``\\r\\n``: A gives "\\r\\n", T gives "\\r", "\\n"; not a cut.)
+ - cl100k: A matches ``\\s++$`` = the run; in T ``\\s++$`` fails and ``\\s*[\\r\\n]`` backtracks to end at the
+   last newline, p: the run. Same span.
+ - o200k (no ``$``): ``\\s*[\\r\\n]+`` matches the run in both (the letter alternatives exclude ``\\r\\n``).
+In each case the span ends at p (b), the spans before it are unchanged (they neither reach p-1 nor test ``$``).
+
+*Special and added tokens* are matched leftmost-first before pre-tokenization. If no token text that is matched
+contains a space or a newline, a match cannot contain both T[p-1] and T[p] (rule W: x and a space; rule N: a
+newline), so matches are the same in A, B and T (a), and the ordinary text around p is cut by the same rule
+(a special token beside p only shortens the whitespace run or the text before p). ``CutRule`` refuses tokens
+with a space or newline.
+
+*UTF-8.* p lies between an ASCII byte and the next character, so both halves are whole characters, and a
+decoder replacing invalid bytes restarts at the ASCII byte: ``decode(A + B) == decode(A) + decode(B)`` for
+``errors`` "strict" and "replace".
+
+*Not covered.* Other regexes, custom pre-tokenizers and normalizers (a normalizer may rewrite text across p,
+e.g. composing characters or adding a prefix at the start) have no proven rule: ``CutRule`` refuses them with
+``UnsupportedComponentError``; pass ``chunk_bytes=None`` to encode each document whole (exact, memory O(document)).
+A document with no cut within ``chunk_bytes`` (a long line of CJK text without spaces) gets a longer chunk, cut
+at the next allowed position: exact, and memory grows with that stretch.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import mmap
+import os
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+import regex
+
+from crayon.errors import UnsupportedComponentError
+from crayon.patterns import pattern_name
+from crayon.reference.pretokenize import PatternSpanner
+
+DEFAULT_CHUNK_BYTES = 1 << 20
+SPACE, NEWLINE, RETURN, SLASH = 0x20, 0x0A, 0x0D, 0x2F
+PRINTABLE = range(0x21, 0x7F)  # printable ASCII other than the space: never whitespace
+_WHITESPACE = regex.compile(r"\s")
+CRLF_FAMILIES = ("cl100k_base", "o200k_base")
+
+
+@dataclass(frozen=True)
+class Document:
+    """One document: the UTF-8 bytes data[start:end] (``data`` a mapped file, or bytes), and its name for messages."""
+
+    name: str
+    data: bytes | mmap.mmap
+    start: int
+    end: int
+
+
+@dataclass
+class Piece:
+    """The bytes data[start:end] of a document; ``last`` says whether the document ends with it."""
+
+    document: int
+    source: Document
+    start: int
+    end: int
+    last: bool
+
+    @property
+    def data(self) -> memoryview:
+        return memoryview(self.source.data)[self.start : self.end]
+
+    def release(self) -> None:
+        """Drop the pages of a mapped file that this piece read (they are read again if touched), so that the
+        process's resident memory stays O(chunk) on a file of any size."""
+        mapping = self.source.data
+        if isinstance(mapping, mmap.mmap) and hasattr(mapping, "madvise") and self.end - self.start >= mmap.PAGESIZE:
+            first = self.start - self.start % mmap.PAGESIZE
+            mapping.madvise(mmap.MADV_DONTNEED, first, self.end - first)
+
+
+class CutRule:
+    """Where a tokenizer's text may be cut (see the module docstring); raises when no rule is known."""
+
+    def __init__(self, tokenizer, allowed_special: Iterable[str] = ()):
+        family = pattern_name(tokenizer.pattern) if tokenizer.pattern is not None else None
+        if tokenizer.normalizer is not None or not isinstance(tokenizer.pretokenizer, PatternSpanner) or family is None:
+            raise UnsupportedComponentError(
+                f"{tokenizer.name}: no proven rule cuts text for this pre-tokenizer/normalizer (cuts are proven for "
+                f"the r50k, cl100k and o200k patterns without a normalizer); pass chunk_bytes=None to encode each "
+                f"document whole")
+        matched = set(allowed_special) | set(tokenizer.added_tokens)
+        unsafe = sorted(token for token in matched if " " in token or "\n" in token)
+        if unsafe:
+            raise UnsupportedComponentError(
+                f"{tokenizer.name}: token {unsafe[0]!r} contains a space or newline, so a cut could split it; "
+                f"pass chunk_bytes=None to encode each document whole")
+        self.family = family
+        self.crlf = family in CRLF_FAMILIES
+
+    def is_cut(self, data, p: int, start: int = 0) -> bool:
+        """Whether a document data[start:...] may be cut before byte p (start < p < the document's end)."""
+        if data[p] == SPACE and data[p - 1] in PRINTABLE:
+            return True
+        if data[p - 1] != NEWLINE or data[p] == SLASH or _is_whitespace(_char_at(data, p)):
+            return False
+        run_start = p - 1
+        if self.crlf and run_start > start and data[run_start - 1] == RETURN:
+            run_start -= 1
+        return run_start == start or not _is_whitespace(_char_before(data, run_start, start))
+
+    def last_cut(self, data, low: int, high: int, start: int) -> int | None:
+        """The last cut p with low < p <= high in the document data[start:...] (high < its end), or None."""
+        spaces = _find_backward(data, b" ", low + 1, high + 1)  # rule W: p is a space
+        newlines = (q + 1 for q in _find_backward(data, b"\n", low, high))  # rule N: p follows a newline
+        return next((p for p in heapq.merge(spaces, newlines, reverse=True) if self.is_cut(data, p, start)), None)
+
+    def next_cut(self, data, low: int, end: int, start: int) -> int | None:
+        """The first cut p with low < p < end in the document data[start:end], or None."""
+        spaces = _find_forward(data, b" ", low + 1, end)
+        newlines = (q + 1 for q in _find_forward(data, b"\n", low, end - 1))
+        return next((p for p in heapq.merge(spaces, newlines) if self.is_cut(data, p, start)), None)
+
+
+def _find_backward(data, needle: bytes, low: int, stop: int) -> Iterator[int]:
+    """Where ``needle`` occurs in data[low:stop], from the last occurrence down."""
+    while (found := data.rfind(needle, low, stop)) >= 0:
+        yield found
+        stop = found
+
+
+def _find_forward(data, needle: bytes, start: int, end: int) -> Iterator[int]:
+    """Where ``needle`` occurs in data[start:end], from the first occurrence up."""
+    while (found := data.find(needle, start, end)) >= 0:
+        yield found
+        start = found + 1
+
+
+def _char_at(data, p: int) -> str:
+    """The character starting at byte p (U+FFFD where the bytes are not UTF-8)."""
+    lead = data[p]
+    length = 1 if lead < 0xC0 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+    return bytes(data[p : p + length]).decode("utf-8", "replace")[:1]
+
+
+def _char_before(data, p: int, start: int) -> str:
+    """The character ending just before byte p, not before ``start`` (U+FFFD where the bytes are not UTF-8)."""
+    first = p - 1
+    while first > max(start, p - 4) and 0x80 <= data[first] < 0xC0:
+        first -= 1
+    return bytes(data[first:p]).decode("utf-8", "replace")[-1:]
+
+
+def _is_whitespace(char: str) -> bool:
+    return _WHITESPACE.match(char) is not None
+
+
+# ------------------------------------------------------------------------------------------- read and cut
+
+
+def file_documents(paths: Sequence[str | os.PathLike], separator: str | None = None) -> Iterator[Document]:
+    """The documents of UTF-8 files: each file, or (with ``separator``) each part of a file between separators
+    (as ``bytes.split``; an empty part after a final separator is no document). Files are mapped, not read."""
+    needle = None if separator is None else separator.encode("utf-8")
+    if needle == b"":
+        raise ValueError("the document separator is empty")
+    for path in paths:
+        data, name = _map_file(path), os.fspath(path)
+        if needle is None:
+            yield Document(name, data, 0, len(data))
+            continue
+        start, index = 0, 0
+        while True:
+            found = data.find(needle, start)
+            end = len(data) if found < 0 else found
+            if found >= 0 or start < len(data) or index == 0:
+                yield Document(f"{name}[{index}]", data, start, end)
+            if found < 0:
+                break
+            start, index = found + len(needle), index + 1
+
+
+def _map_file(path) -> mmap.mmap | bytes:
+    with open(path, "rb") as file:
+        size = os.fstat(file.fileno()).st_size
+        return mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+
+
+def jsonl_documents(paths: Sequence[str | os.PathLike], field: str) -> Iterator[Document]:
+    """The documents of JSON Lines files: the string ``field`` of each line's object (blank lines are skipped)."""
+    for path in paths:
+        with open(path, "rb") as file:
+            for number, line in enumerate(file, 1):
+                if not line.strip():
+                    continue
+                where = f"{os.fspath(path)}:{number}"
+                try:
+                    record = json.loads(line)
+                except ValueError as error:
+                    raise ValueError(f"{where}: not a JSON line ({error})") from None
+                text = record.get(field) if isinstance(record, dict) else None
+                if not isinstance(text, str):
+                    raise ValueError(f"{where}: no string field {field!r} in this line")
+                data = _utf8_of(text)
+                yield Document(where, data, 0, len(data))
+
+
+def _utf8_of(text: str) -> bytes:
+    """UTF-8 of a JSON string; lone surrogates become U+FFFD, as ``Tokenizer.encode`` does."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+
+
+def cut_document(document: Document, rule: CutRule | None, chunk_bytes: int | None) -> Iterator[tuple[int, int]]:
+    """(start, end) byte ranges covering the document, cut by ``rule`` about every ``chunk_bytes``; an empty
+    document is one empty range. ``chunk_bytes=None`` or no rule: the document whole."""
+    if chunk_bytes is not None and chunk_bytes < 1:
+        raise ValueError(f"chunk_bytes must be at least 1, not {chunk_bytes}")
+    data, start, end = document.data, document.start, document.end
+    while chunk_bytes is not None and rule is not None and end - start > chunk_bytes:
+        cut = rule.last_cut(data, start, start + chunk_bytes, document.start)
+        if cut is None:
+            cut = rule.next_cut(data, start + chunk_bytes, end, document.start)
+        if cut is None:
+            break
+        yield start, cut
+        start = cut
+    yield start, end
+
+
+def pieces(documents: Iterable[Document], rule: CutRule | None, chunk_bytes: int | None) -> Iterator[Piece]:
+    """Every document cut into pieces, in order."""
+    for index, document in enumerate(documents):
+        ranges = cut_document(document, rule, chunk_bytes)
+        current = next(ranges)
+        for following in ranges:
+            yield Piece(index, document, *current, last=False)
+            current = following
+        yield Piece(index, document, *current, last=True)
+
+
+def batch_pieces(stream: Iterable[Piece], batch_bytes: int | None) -> Iterator[list[Piece]]:
+    """Group consecutive pieces into batches of about ``batch_bytes`` (many small documents make one task)."""
+    batch: list[Piece] = []
+    size = 0
+    for piece in stream:
+        batch.append(piece)
+        size += piece.end - piece.start
+        if batch_bytes is None or size >= batch_bytes:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+# ------------------------------------------------------------------------------- the pool and reassembly
+
+
+def ordered_map(function: Callable, items: Iterable, workers: int, in_flight: int) -> Iterator[tuple]:
+    """``(item, function(item))`` for each item, in input order, computed on ``workers`` threads.
+
+    At most ``in_flight`` items are submitted and not yet yielded: the items are read only as fast as the
+    consumer takes results (back-pressure). A worker's exception is raised here; closing the generator (or
+    Ctrl-C in the consumer) cancels what has not started, and waits only for the items already running.
+    """
+    if workers < 1 or in_flight < 1:
+        raise ValueError(f"workers and in_flight must be at least 1, not {workers} and {in_flight}")
+    pending: deque = deque()
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="crayon-pipeline")
+    try:
+        for item in items:
+            pending.append((item, pool.submit(function, item)))
+            if len(pending) >= in_flight:
+                item, future = pending.popleft()
+                yield item, future.result()
+        while pending:
+            item, future = pending.popleft()
+            yield item, future.result()
+    finally:
+        for _, future in pending:
+            future.cancel()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def decode_piece(piece: Piece, errors: str) -> str:
+    """The text of a piece; an invalid byte raises with the document and offset, naming ``errors="replace"``."""
+    try:
+        return str(piece.data, "utf-8", errors)
+    except UnicodeDecodeError as error:
+        raise ValueError(
+            f"{piece.source.name}: not UTF-8 at byte {piece.start + error.start} ({error.reason}); "
+            f"pass errors='replace' to encode invalid bytes as U+FFFD") from None
+
+
+def text_encoder(tokenizer, allowed_special: frozenset[str], errors: str) -> Callable[[list[Piece]], list[np.ndarray]]:
+    """The worker's task: a batch of pieces -> their tokens (uint32), with the tokenizer's own ``encode``."""
+
+    def encode_batch(batch: list[Piece]) -> list[np.ndarray]:
+        return [np.asarray(tokenizer.encode(decode_piece(piece, errors), allowed_special=allowed_special,
+                                            disallowed_special=()), dtype=np.uint32) for piece in batch]
+
+    return encode_batch
+
+
+def encode_pieces(
+    documents: Iterable[Document],
+    encode_batch: Callable[[list[Piece]], list[np.ndarray]],
+    *,
+    rule: CutRule | None,
+    chunk_bytes: int | None,
+    workers: int,
+    in_flight: int | None = None,
+) -> Iterator[tuple[Piece, np.ndarray]]:
+    """The pipeline: ``(piece, tokens)`` in document order; a document's tokens are its pieces' tokens joined.
+    The caller calls ``piece.release()`` when done with a piece (``encode_documents`` does)."""
+    batches = batch_pieces(pieces(documents, rule, chunk_bytes), chunk_bytes)
+    for batch, arrays in ordered_map(encode_batch, batches, workers, in_flight or 2 * workers):
+        yield from zip(batch, arrays)
+
+
+def join_documents(stream: Iterable[tuple[Piece, np.ndarray]]) -> Iterator[tuple[int, np.ndarray]]:
+    """``(document index, tokens)`` of whole documents from a stream of pieces (releasing each piece)."""
+    parts: list[np.ndarray] = []
+    for piece, tokens in stream:
+        parts.append(tokens)
+        piece.release()
+        if piece.last:
+            yield piece.document, np.concatenate(parts) if len(parts) > 1 else parts[0]
+            parts = []
+
+
+def encode_documents(tokenizer, documents: Iterable[Document], *, allowed_special: Iterable[str] = (),
+                     chunk_bytes: int | None = DEFAULT_CHUNK_BYTES, workers: int = 2, errors: str = "strict",
+                     ) -> Iterator[tuple[int, np.ndarray]]:
+    """The reference pipeline: ``(document index, tokens)`` of every document, whole, in order, each equal to
+    the tokenizer's ``encode`` of the document's text (see the module docstring)."""
+    allowed = frozenset(allowed_special)
+    rule = None if chunk_bytes is None else CutRule(tokenizer, allowed)
+    yield from join_documents(encode_pieces(documents, text_encoder(tokenizer, allowed, errors), rule=rule,
+                                            chunk_bytes=chunk_bytes, workers=workers))
