@@ -17,6 +17,7 @@ from typing import Iterable
 import regex
 
 from crayon.errors import UnsupportedComponentError
+from crayon.reference.regex_vm import SPLIT_BEHAVIORS, RegexSplit
 
 # ----------------------------------------------------------------------------------------------------------
 # GPT-2's byte <-> character table: printable Latin-1 bytes stand for themselves, the 68 others are shifted
@@ -255,7 +256,7 @@ def find_matches(pattern: regex.Pattern, text: str) -> list[tuple[int, int, bool
     return slices
 
 
-BEHAVIORS = ("removed", "isolated", "merged_with_previous", "merged_with_next", "contiguous")
+BEHAVIORS = SPLIT_BEHAVIORS
 _HF_BEHAVIOR_NAMES = {
     "Removed": "removed",
     "Isolated": "isolated",
@@ -332,6 +333,16 @@ class PreTokenizerStep:
     def to_hf(self) -> dict:
         raise NotImplementedError
 
+    def regex_splits(self) -> tuple[list[RegexSplit], bool]:
+        """This step as regex splits (see ``crayon.reference.regex_vm.RegexSplit``)."""
+        raise UnsupportedComponentError(f"pre-tokenizer {type(self).__name__} has no regex form")
+
+
+def _regex_split(pattern: regex.Pattern, behavior: str, invert: bool) -> RegexSplit:
+    if pattern.flags & ~(regex.MULTILINE | regex.VERSION0 | regex.UNICODE):
+        raise UnsupportedComponentError(f"regex {pattern.pattern!r} with flags {pattern.flags:#x}")
+    return RegexSplit(pattern.pattern, bool(pattern.flags & regex.MULTILINE), behavior, invert)
+
 
 class PatternSplit(PreTokenizerStep):
     """Split on every match of a compiled pattern, with one of HF's behaviors (the base of most steps)."""
@@ -346,6 +357,9 @@ class PatternSplit(PreTokenizerStep):
         if self.invert:
             slices = [(start, end, not is_match) for start, end, is_match in slices]
         return split_text(piece, slices, self.behavior)
+
+    def regex_splits(self) -> tuple[list[RegexSplit], bool]:
+        return [_regex_split(self.regex, self.behavior, self.invert)], False
 
 
 class Split(PatternSplit):
@@ -385,6 +399,10 @@ class ByteLevel(PreTokenizerStep):
             piece = " " + piece
         pieces = self._gpt2_split.split(piece) if self.use_regex else [piece]
         return [to_byte_chars(piece.encode("utf-8")) for piece in pieces]
+
+    def regex_splits(self) -> tuple[list[RegexSplit], bool]:
+        splits, _ = self._gpt2_split.regex_splits() if self.use_regex else ([], False)
+        return splits, self.add_prefix_space
 
     def to_hf(self) -> dict:
         return {
@@ -510,6 +528,18 @@ class PreTokenizerSequence(PreTokenizerStep):
     def split(self, piece: str) -> list[str]:
         return self([piece])
 
+    def regex_splits(self) -> tuple[list[RegexSplit], bool]:
+        splits, add_prefix_space = [], False
+        for index, step in enumerate(self.steps):
+            if any(before.maps_to_byte_chars for before in self.steps[:index]):
+                raise UnsupportedComponentError(f"{type(step).__name__} after ByteLevel splits byte-level text")
+            step_splits, prefix = step.regex_splits()
+            if prefix and index:
+                raise UnsupportedComponentError("ByteLevel add_prefix_space after another pre-tokenizer")
+            splits += step_splits
+            add_prefix_space = add_prefix_space or prefix
+        return splits, add_prefix_space
+
     def to_hf(self) -> dict:
         return {"type": "Sequence", "pretokenizers": [step.to_hf() for step in self.steps]}
 
@@ -584,6 +614,14 @@ class HFPreTokenizer:
                     f"span {piece!r} after ByteLevel is not the byte-level form of text; Crayon's spans are text"
                 ) from None
         return [span for span in spans if span]
+
+    def regex_splits(self) -> tuple[list[RegexSplit], bool]:
+        """The steps as regex splits on the text (see ``crayon.reference.regex_vm.RegexSplit``)."""
+        if self.step is None:
+            return [], False
+        if self.output_is_byte_chars and not self.step.maps_to_byte_chars:
+            raise UnsupportedComponentError("a ByteLevel normalizer: the pre-tokenizer splits byte-level text")
+        return self.step.regex_splits()
 
     def to_hf(self) -> dict | None:
         return None if self.step is None else self.step.to_hf()

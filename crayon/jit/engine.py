@@ -29,6 +29,7 @@ from crayon.jit.backtrack import backtracking_violation, check_backtrack_tables,
 from crayon.jit.cache import new_piece_cache
 from crayon.jit.kernels import ENCODERS, SPAN_BATCH
 from crayon.jit.pretokenize import PATTERN_IDS, jit_pattern_of, unicode_tables
+from crayon.jit.regex_vm import compiled_splits_of
 from crayon.jit.status import NEED_SCRATCH, raise_for_status
 from crayon.jit.tables import build_bpe_tables, check_bpe_tables, kernel_tables
 from crayon.reference.cache import DEFAULT_BUCKETS
@@ -86,6 +87,7 @@ class JitEngine:
         self._char_tables = None if known is None else unicode_tables()
         self._normalizer = tokenizer.normalizer
         self._pretokenizer = tokenizer.pretokenizer
+        self.compiled_splits = None if known is not None else compiled_splits_of(tokenizer.pretokenizer)
         if kernels not in KERNEL_CHOICES:
             raise ValueError(f"unknown kernels {kernels!r}; choose one of {', '.join(KERNEL_CHOICES)}")
         self._kernel_choice = kernels
@@ -155,7 +157,10 @@ class JitEngine:
     def encode_spans(self, spans: Sequence[bytes]) -> np.ndarray:
         """Tokens (uint32) of already pre-tokenized spans."""
         data = np.frombuffer(b"".join(spans), np.uint8)
-        ends = np.cumsum(np.fromiter(map(len, spans), np.int64, len(spans)))
+        return self.encode_span_ends(data, np.cumsum(np.fromiter(map(len, spans), np.int64, len(spans))))
+
+    def encode_span_ends(self, data: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """Tokens (uint32) of the spans data[ends[i - 1]:ends[i]] (from 0) of read-only UTF-8 ``data``."""
         out = np.empty(len(data), np.uint32)
         status = self.kernels.encode_spans_kernel(data, ends, self.kernel_tables, self._encoder_id,
                                                   *self._buffers(int(np.diff(ends, prepend=0).max(initial=0))), out)
@@ -165,6 +170,10 @@ class JitEngine:
 
     def encode_ordinary_array(self, text: str) -> np.ndarray:
         """Tokens of ordinary text as a uint32 array."""
+        if self.pattern_id is None and self.compiled_splits is not None:
+            if self._normalizer is not None:
+                text = self._normalizer(text)
+            return self.encode_span_ends(*self.compiled_splits(self.compiled_splits.prepare(text)))
         if self.pattern_id is None:
             return self.encode_spans(self._split(text))
         encoded = text.encode("utf-8")

@@ -11,7 +11,9 @@ from typing import Iterable, Iterator
 
 import regex
 
+from crayon.errors import UnsupportedComponentError
 from crayon.patterns import resolve_pattern
+from crayon.reference.regex_vm import RegexSplit
 
 
 @functools.lru_cache(maxsize=32)
@@ -59,9 +61,19 @@ class PatternSpanner:
     def __call__(self, text: str) -> list[str]:
         return self._regex.findall(text)
 
+    def regex_splits(self) -> tuple[list[RegexSplit], bool]:
+        """findall as a split (see ``RegexSplit``): the matches are kept, the text between them dropped."""
+        if self._regex.groups:
+            raise UnsupportedComponentError(f"pattern {self.pattern!r} has capture groups (findall returns them)")
+        return [RegexSplit(self.pattern, behavior="removed", invert=True)], False
+
 
 class WholeText:
     """The pre-tokenizer of a vocabulary without a pattern (Crayon v2 ``.dat`` files): the text is one span."""
 
     def __call__(self, text: str) -> list[str]:
         return [text] if text else []
+
+    def regex_splits(self) -> tuple[list[RegexSplit], bool]:
+        """No split (see ``RegexSplit``)."""
+        return [], False

@@ -370,12 +370,8 @@ class _Parser:
             end = self.pattern.find("}", self.pos)
             name, self.pos = self.pattern[self.pos + 1 : end], end + 1
             return ord(unicodedata.lookup(name))
-        if letter == "x" and self.peek("{"):
-            end = self.pattern.find("}", self.pos)
-            digits, self.pos = self.pattern[self.pos + 1 : end], end + 1
-        else:
-            digits = self.pattern[self.pos : self.pos + _HEX_LENGTHS[letter]]
-            self.pos += len(digits)
+        digits = self.pattern[self.pos : self.pos + _HEX_LENGTHS[letter]]
+        self.pos += len(digits)
         try:
             return int(digits, 16)
         except ValueError:
@@ -457,6 +453,28 @@ def parse(pattern: str, *, ignore_case: bool = False, multiline: bool = False, d
 
 
 # ----------------------------------------------------------------------------------------------------------
+# What a pre-tokenizer compiles to
+
+SPLIT_BEHAVIORS = ("removed", "isolated", "merged_with_previous", "merged_with_next", "contiguous")
+
+
+@dataclass(frozen=True)
+class RegexSplit:
+    """One split of the pieces of a text by a regex (``regex``-module syntax; ``multiline`` as HF's Oniguruma):
+    the matches and the gaps between them are slices; ``invert`` swaps the two; ``behavior`` (one of
+    ``SPLIT_BEHAVIORS``, HF's) says what becomes of them.
+
+    A pre-tokenizer that can run compiled has ``regex_splits()``, returning ``(splits, add_prefix_space)``: the
+    splits, each on the pieces the one before kept, after a space is put before text that does not start with
+    one if ``add_prefix_space``; it raises ``UnsupportedComponentError`` naming what has no such form."""
+
+    pattern: str
+    multiline: bool = False
+    behavior: str = "isolated"
+    invert: bool = False
+
+
+# ----------------------------------------------------------------------------------------------------------
 # Compilation
 
 CLASS, RUN, RUN_POSSESSIVE, SPLIT, JUMP, ATOMIC, CUT, LOOK, LOOK_END, ASSERT, MATCH = range(11)
@@ -464,6 +482,7 @@ OP_NAMES = ("CLASS", "RUN", "RUN_POSSESSIVE", "SPLIT", "JUMP", "ATOMIC", "CUT", 
 ANCHORS = ("text_start", "text_end", "end_or_final_newline", "line_start", "line_end")
 UNBOUNDED = -1
 MAX_SETS = 64  # one bit of class_bits each
+ANY_START = (1 << 64) - 1  # the guard of a branch that may begin with any character, or none
 MAX_INSTRUCTIONS = 1 << 16
 INVALID_BYTE_CODE_POINT = 0xDC80  # an invalid UTF-8 byte is matched as the lone surrogate "surrogateescape" gives it
 
@@ -474,7 +493,9 @@ class Program:
 
     ``block_index`` and ``block_classes`` map a code point to its class, ``class_bits[class]`` holds bit k when
     the class is in the pattern's k-th character set, ``can_start[class]`` says whether a match can begin with
-    a character of the class, and ``invalid_class`` is the class of an invalid UTF-8 byte.
+    a character of the class, and ``invalid_class`` is the class of an invalid UTF-8 byte. ``guards[pc]`` of a
+    SPLIT are the sets one of which the first character of its first and second branch must be in (ANY_START:
+    no condition), so that branches that cannot match are neither tried nor kept.
     """
 
     pattern: str
@@ -483,6 +504,7 @@ class Program:
     class_bits: np.ndarray  # uint64
     can_start: np.ndarray  # uint8, one per class
     instructions: np.ndarray  # int32, shape (n, 4)
+    guards: np.ndarray  # uint64, shape (n, 2)
     invalid_class: int
 
     def class_of(self, code_point: int) -> int:
@@ -515,6 +537,7 @@ class _CodeGenerator:
         self.pattern = pattern
         self.sets: dict[CharSet, int] = {}
         self.code: list[list[int]] = []
+        self.guards: dict[int, tuple[int, int]] = {}  # SPLIT pc -> the first-character guards of its branches
 
     def error(self, what: str) -> UnsupportedComponentError:
         return UnsupportedComponentError(f"regex {self.pattern!r}: {what} is not supported by the compiled "
@@ -542,9 +565,10 @@ class _CodeGenerator:
             for item in node.items:
                 self.generate(item)
         elif isinstance(node, Alt):
-            jumps = []
+            jumps, splits = [], []
             for option in node.options[:-1]:
                 split = self.emit(SPLIT)
+                splits.append(split)
                 self.code[split][1] = len(self.code)
                 self.generate(option)
                 jumps.append(self.emit(JUMP))
@@ -552,6 +576,8 @@ class _CodeGenerator:
             self.generate(node.options[-1])
             for jump in jumps:
                 self.code[jump][1] = len(self.code)
+            for index, split in enumerate(splits):
+                self.guards[split] = (self.guard(node.options[index]), self.guard(Alt(node.options[index + 1 :])))
         elif isinstance(node, Repeat):
             self.repeat(node)
         elif isinstance(node, Atomic):
@@ -586,15 +612,21 @@ class _CodeGenerator:
             split = self.emit(SPLIT)
             self.generate(item)
             self.emit(JUMP, split)
-            self.code[split][1:3] = [len(self.code), split + 1] if lazy else [split + 1, len(self.code)]
-            return
-        splits = []
-        for _ in range(high - low):  # item (item (item)?)?: every skip leaves the whole tail
-            split = self.emit(SPLIT)
-            splits.append(split)
-            self.generate(item)
+            splits = [split]
+        else:
+            splits = []
+            for _ in range(high - low):  # item (item (item)?)?: every skip leaves the whole tail
+                splits.append(self.emit(SPLIT))
+                self.generate(item)
+        guard = self.guard(item)
         for split in splits:
             self.code[split][1:3] = [len(self.code), split + 1] if lazy else [split + 1, len(self.code)]
+            self.guards[split] = (ANY_START, guard) if lazy else (guard, ANY_START)
+
+    def guard(self, node) -> int:
+        """The set bits one of which the first character of any match of ``node`` has, or ANY_START."""
+        bits, nullable = self.first_sets(node)
+        return ANY_START if nullable or bits == -1 else bits
 
     def first_sets(self, node) -> tuple[int, bool]:
         """(bits of the sets a match of ``node`` can begin with, whether it can match empty); all bits (-1)
@@ -655,6 +687,9 @@ def compile_regex(pattern: str, *, multiline: bool = False) -> Program:
     else:
         can_start = ((class_bits & np.uint64(first_bits)) != 0).astype(np.uint8)
     block_index, block_classes = _two_level_table(classes.astype(np.uint8))
+    guards = np.full((len(generator.code), 2), ANY_START, np.uint64)
+    for split, branch_guards in generator.guards.items():
+        guards[split] = branch_guards
     return Program(
         pattern=pattern,
         block_index=block_index,
@@ -662,6 +697,7 @@ def compile_regex(pattern: str, *, multiline: bool = False) -> Program:
         class_bits=class_bits.astype(np.uint64),
         can_start=can_start,
         instructions=np.array(generator.code, np.int32).reshape(-1, 4),
+        guards=guards,
         invalid_class=int(classes[INVALID_BYTE_CODE_POINT]),
     )
 
@@ -689,6 +725,7 @@ def _assertion_holds(kind: int, text: str, pos: int) -> bool:
 def match_at(program: Program, text: str, classes: list[int], pos: int) -> int:
     """The end of the match starting at character ``pos`` of ``text`` (whose characters have ``classes``), or -1."""
     code = program.instructions.tolist()
+    guards = program.guards.tolist()
     class_bits = program.class_bits.tolist()
     stack: list[tuple[int, int, int, int]] = []
     pc = 0
@@ -707,8 +744,12 @@ def match_at(program: Program, text: str, classes: list[int], pos: int) -> int:
                 stack.append((RUN_BACK, pc + 1, pos, start + b))
             pc += 1
         elif op == SPLIT:
-            stack.append((BRANCH, b, pos, 0))
-            pc = a
+            bits = class_bits[classes[pos]] if pos < len(text) else 0
+            first, second = (guard == ANY_START or bits & guard != 0 for guard in guards[pc])
+            if first and second:
+                stack.append((BRANCH, b, pos, 0))
+            ok = first or second
+            pc = a if first else b
         elif op == JUMP:
             pc = a
         elif op == ATOMIC:
