@@ -3,8 +3,10 @@
 For a tokenizer whose pattern has a jit pre-tokenizer (cl100k_base, o200k_base, r50k_base) and that has no
 normalizer or custom pre-tokenizer, one kernel walks the whole UTF-8 text: it finds each span with the state
 machine of ``crayon.jit.pretokenize``, looks the span up in the thread's piece cache and, on a miss, encodes it
-with the span encoder. Any other tokenizer is split by its own (reference) pre-tokenizer and only the span
-encoding runs in the kernel. Both are exact; the second is bounded by the Python pre-tokenizer's speed.
+with the span encoder. Any other pre-tokenizer that can be written as regex splits (any pattern, HF pipelines of
+Split, ByteLevel, Digits, Punctuation, Whitespace ...: ``regex_splits()``) runs compiled by ``crayon.jit.regex_vm``
+(after the normalizer, in Python), then the span encoder kernel; one that cannot runs in Python, with a one-time
+warning naming the reason. All are exact.
 
 The kernels and the span encoders they choose between are in ``crayon.jit.kernels``.
 

@@ -658,9 +658,20 @@ class _CodeGenerator:
 
 
 def _two_level_table(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    blocks = values.reshape(-1, BLOCK_SIZE)
-    distinct_blocks, block_index = np.unique(blocks, axis=0, return_inverse=True)
-    return block_index.reshape(-1).astype(np.uint16), np.ascontiguousarray(distinct_blocks.reshape(-1))
+    """(block_index, block_values): each block of BLOCK_SIZE values stored once."""
+    first_of_block: dict[bytes, int] = {}
+    block_index = np.empty(values.size // BLOCK_SIZE, np.uint16)
+    for block, row in enumerate(values.reshape(-1, BLOCK_SIZE)):
+        block_index[block] = first_of_block.setdefault(row.tobytes(), len(first_of_block))
+    block_values = np.frombuffer(b"".join(first_of_block), values.dtype)
+    return block_index, block_values
+
+
+def _classes_of(set_bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct values of ``set_bits``, sorted; the index of each code point's value), run by run."""
+    starts = np.concatenate(([0], np.flatnonzero(set_bits[1:] != set_bits[:-1]) + 1))
+    class_bits, run_classes = np.unique(set_bits[starts], return_inverse=True)
+    return class_bits, np.repeat(run_classes, np.diff(np.append(starts, set_bits.size)))
 
 
 @functools.lru_cache(maxsize=64)
@@ -678,7 +689,7 @@ def compile_regex(pattern: str, *, multiline: bool = False) -> Program:
     set_bits = np.zeros(CODE_POINTS, np.uint64)
     for char_set, bit in generator.sets.items():
         set_bits[char_set.members()] |= np.uint64(1 << bit)
-    class_bits, classes = np.unique(set_bits, return_inverse=True)
+    class_bits, classes = _classes_of(set_bits)
     if class_bits.size > 256:
         raise UnsupportedComponentError(f"regex {pattern!r}: more than 256 character classes")
     first_bits, _ = generator.first_sets(tree)
