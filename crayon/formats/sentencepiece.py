@@ -1,0 +1,130 @@
+"""Read SentencePiece ``.model`` files (a ``ModelProto`` protocol buffer) without the protobuf package.
+
+``read_sentencepiece(path)`` gives the pieces (string, score, type), the model type and the normalizer options;
+``unigram_from_sentencepiece`` the ``crayon.reference.unigram.UnigramModel`` that encodes as SentencePiece does,
+and ``normalize`` SentencePiece's text preparation for models without a character map (``identity``
+normalization): extra spaces removed, a dummy prefix, spaces written ``▁``. Models whose normalizer has a
+precompiled character map (``nmt_nfkc``, the default), user-defined pieces, or whose type is not Unigram are
+refused naming what is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+
+from crayon.errors import UnsupportedComponentError
+from crayon.reference.unigram import UnigramModel
+
+NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6  # SentencePiece.Type
+MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}
+SPACE = "\u2581"  # ▁
+
+
+@dataclass
+class SentencePieceFile:
+    pieces: list[tuple[str, float, int]] = field(default_factory=list)  # (piece, score, type)
+    model_type: str = "unigram"
+    byte_fallback: bool = False
+    normalizer_name: str = ""
+    precompiled_charsmap: bytes = b""
+    add_dummy_prefix: bool = True
+    remove_extra_whitespaces: bool = True
+    escape_whitespaces: bool = True
+
+
+def _fields(data: bytes):
+    """Yield (field number, wire type, value) of a protocol buffer message: ints for varints, bytes for
+    length-delimited fields, raw bytes for fixed 32/64-bit ones."""
+    pos = 0
+    while pos < len(data):
+        key, pos = _varint(data, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _varint(data, pos)
+        elif wire == 2:
+            length, pos = _varint(data, pos)
+            value, pos = data[pos : pos + length], pos + length
+        elif wire in (1, 5):
+            size = 8 if wire == 1 else 4
+            value, pos = data[pos : pos + size], pos + size
+        else:
+            raise UnsupportedComponentError(f"SentencePiece model: protocol buffer wire type {wire}")
+        yield number, wire, value
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(data):
+            raise UnsupportedComponentError("SentencePiece model: the protocol buffer is truncated")
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return result, pos
+
+
+def read_sentencepiece(path: str | os.PathLike) -> SentencePieceFile:
+    """The parts of a ``.model`` file Crayon uses."""
+    with open(path, "rb") as handle:
+        data = handle.read()
+    model = SentencePieceFile()
+    for number, _, value in _fields(data):
+        if number == 1:  # pieces
+            piece, score, kind = "", 0.0, NORMAL
+            for inner, _, inner_value in _fields(value):
+                if inner == 1:
+                    piece = inner_value.decode("utf-8")
+                elif inner == 2:
+                    (score,) = struct.unpack("<f", inner_value)
+                elif inner == 3:
+                    kind = inner_value
+            model.pieces.append((piece, score, kind))
+        elif number == 2:  # trainer_spec
+            for inner, _, inner_value in _fields(value):
+                if inner == 3:
+                    model.model_type = MODEL_TYPES.get(inner_value, str(inner_value))
+                elif inner == 35:
+                    model.byte_fallback = bool(inner_value)
+        elif number == 3:  # normalizer_spec
+            for inner, _, inner_value in _fields(value):
+                if inner == 1:
+                    model.normalizer_name = inner_value.decode("utf-8")
+                elif inner == 2:
+                    model.precompiled_charsmap = inner_value
+                elif inner == 3:
+                    model.add_dummy_prefix = bool(inner_value)
+                elif inner == 4:
+                    model.remove_extra_whitespaces = bool(inner_value)
+                elif inner == 5:
+                    model.escape_whitespaces = bool(inner_value)
+    return model
+
+
+def unigram_from_sentencepiece(model: SentencePieceFile) -> UnigramModel:
+    """The Unigram model of a SentencePiece file: normal, unknown and byte pieces are matched in text, control
+    and unused pieces never; consecutive unknown characters are one unknown piece, as SentencePiece gives them."""
+    if model.model_type != "unigram":
+        raise UnsupportedComponentError(f"SentencePiece model type {model.model_type!r} (only unigram)")
+    if model.precompiled_charsmap:
+        raise UnsupportedComponentError(
+            f"SentencePiece normalizer {model.normalizer_name!r} with a precompiled character map")
+    user_defined = [piece for piece, _, kind in model.pieces if kind == USER_DEFINED]
+    if user_defined:
+        raise UnsupportedComponentError(f"SentencePiece user-defined pieces {user_defined[:3]!r}")
+    unknown = [i for i, (_, _, kind) in enumerate(model.pieces) if kind == UNKNOWN]
+    matchable = [i for i, (_, _, kind) in enumerate(model.pieces) if kind == NORMAL]
+    return UnigramModel([(piece, score) for piece, score, _ in model.pieces], unk_id=unknown[0] if unknown else None,
+                        byte_fallback=model.byte_fallback, matchable=matchable)
+
+
+def normalize(model: SentencePieceFile, text: str) -> str:
+    """SentencePiece's preparation of text for a model without a character map."""
+    if model.remove_extra_whitespaces:
+        text = " ".join(part for part in text.split(" ") if part)
+    if model.add_dummy_prefix and text:
+        text = " " + text
+    return text.replace(" ", SPACE) if model.escape_whitespaces else text

@@ -1,0 +1,154 @@
+"""WordPiece and Unigram over the DAT: reference and jit twins against HF tokenizers' models (trained here in
+seconds on the shared corpora) and against the ``sentencepiece`` package (unigram ``.model`` files, with and
+without byte fallback), on corpora and hypothesis text."""
+
+import json
+
+import numpy as np
+import pytest
+from conftest import corpus_text
+from hypothesis import given, settings
+from strategies import tokenizer_text
+
+from crayon.errors import UnsupportedComponentError
+from crayon.formats.sentencepiece import normalize, read_sentencepiece, unigram_from_sentencepiece
+from crayon.jit.unigram import encode_spans
+from crayon.jit.wordpiece import encode_words
+from crayon.reference.unigram import UnigramModel
+from crayon.reference.wordpiece import WordPieceModel
+
+tokenizers = pytest.importorskip("tokenizers")
+from tokenizers import models, pre_tokenizers, trainers  # noqa: E402
+
+
+def training_lines() -> list[str]:
+    text = corpus_text("big.txt", 200_000) + corpus_text("multilingual.txt", 30_000)
+    return [text[i : i + 2000] for i in range(0, len(text), 2000)]
+
+
+def sample_text() -> str:
+    return (corpus_text("english_web.txt", 60_000) + corpus_text("multilingual.txt")[-30_000:]
+            + corpus_text("python_code.py", 20_000) + corpus_text("enwik8_head.xml", 20_000))
+
+
+def as_data(pieces: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    encoded = [piece.encode("utf-8") for piece in pieces]
+    return np.frombuffer(b"".join(encoded), np.uint8), np.cumsum([len(piece) for piece in encoded], dtype=np.int64)
+
+
+@pytest.fixture(scope="module")
+def wordpiece():
+    hf = tokenizers.Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=20))
+    hf.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    hf.train_from_iterator(training_lines(), trainers.WordPieceTrainer(
+        vocab_size=1500, special_tokens=["[UNK]"], show_progress=False))
+    spec = json.loads(hf.to_str())["model"]
+    model = WordPieceModel(spec["vocab"], unk_token=spec["unk_token"],
+                           continuing_subword_prefix=spec["continuing_subword_prefix"],
+                           max_input_chars_per_word=spec["max_input_chars_per_word"])
+    return hf, model
+
+
+def check_wordpiece(hf, model, text):
+    words = [word for word, _ in hf.pre_tokenizer.pre_tokenize_str(text)]
+    expected = [token.id for word in words for token in hf.model.tokenize(word)]
+    assert [i for word in words for i in model.encode_word(word)] == expected
+    assert encode_words(model, *as_data(words)).tolist() == expected
+
+
+def test_wordpiece_matches_hf_on_corpora(wordpiece):
+    check_wordpiece(*wordpiece, sample_text())
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=tokenizer_text)
+def test_wordpiece_matches_hf_on_generated_text(wordpiece, text):
+    check_wordpiece(*wordpiece, text + " ##ing x" + "y" * 25)  # continuation text and a word over the limit
+
+
+def test_wordpiece_needs_its_unknown_token():
+    with pytest.raises(UnsupportedComponentError, match="unk_token"):
+        WordPieceModel({"a": 0}, unk_token="[UNK]")
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["unk", "byte_fallback"])
+def unigram(request):
+    """A Unigram trained by HF; for byte fallback the file gets the 256 byte pieces, as Llama-style files have."""
+    hf = tokenizers.Tokenizer(models.Unigram())
+    hf.pre_tokenizer = pre_tokenizers.Metaspace()
+    hf.train_from_iterator(training_lines(), trainers.UnigramTrainer(
+        vocab_size=3000, special_tokens=["<unk>"], unk_token="<unk>", show_progress=False))
+    config = json.loads(hf.to_str())
+    if request.param:
+        config["model"]["byte_fallback"] = True
+        config["model"]["vocab"] += [[f"<0x{byte:02X}>", -20.0] for byte in range(256)]
+        hf = tokenizers.Tokenizer.from_str(json.dumps(config))
+    spec = config["model"]
+    model = UnigramModel([tuple(piece) for piece in spec["vocab"]], unk_id=spec["unk_id"],
+                         byte_fallback=spec.get("byte_fallback", False))
+    return hf, model
+
+
+def check_unigram(hf, model, text):
+    pieces = [piece for piece, _ in hf.pre_tokenizer.pre_tokenize_str(text)]
+    expected = [token.id for piece in pieces for token in hf.model.tokenize(piece)]
+    assert [i for piece in pieces for i in model.encode_span(piece.encode("utf-8"))] == expected
+    assert encode_spans(model, *as_data(pieces)).tolist() == expected
+
+
+def test_unigram_matches_hf_on_corpora(unigram):
+    check_unigram(*unigram, sample_text())
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=tokenizer_text)
+def test_unigram_matches_hf_on_generated_text(unigram, text):
+    check_unigram(*unigram, text)
+
+
+spm = pytest.importorskip("sentencepiece")
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["unk", "byte_fallback"])
+def sentencepiece_unigram(request, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("spm")
+    (folder / "train.txt").write_text("".join(training_lines()), encoding="utf-8")
+    prefix = str(folder / "unigram")
+    spm.SentencePieceTrainer.train(input=str(folder / "train.txt"), model_prefix=prefix, vocab_size=1500,
+                                   model_type="unigram", normalization_rule_name="identity",
+                                   byte_fallback=request.param, character_coverage=0.995, minloglevel=2)
+    file = read_sentencepiece(prefix + ".model")
+    return spm.SentencePieceProcessor(model_file=prefix + ".model"), file, unigram_from_sentencepiece(file)
+
+
+def check_sentencepiece(processor, file, model, lines):
+    expected = [processor.encode(line) for line in lines]
+    assert [model.encode_span(normalize(file, line).encode("utf-8")) for line in lines] == expected
+    ids = encode_spans(model, *as_data([normalize(file, line) for line in lines])).tolist()
+    assert ids == [i for line_ids in expected for i in line_ids]
+
+
+def test_sentencepiece_unigram_matches_on_corpora(sentencepiece_unigram):
+    assert sentencepiece_unigram[1].byte_fallback == any(
+        kind == 6 for _, _, kind in sentencepiece_unigram[1].pieces)
+    check_sentencepiece(*sentencepiece_unigram, [line for line in sample_text().splitlines() if line])
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=tokenizer_text)
+def test_sentencepiece_unigram_matches_on_generated_text(sentencepiece_unigram, text):
+    check_sentencepiece(*sentencepiece_unigram, [text.replace("\n", " ").replace("\r", " ")])
+
+
+def test_sentencepiece_files_it_cannot_read_exactly_are_refused(tmp_path):
+    (tmp_path / "train.txt").write_text("".join(training_lines()[:40]), encoding="utf-8")
+    prefix = str(tmp_path / "nfkc")
+    spm.SentencePieceTrainer.train(input=str(tmp_path / "train.txt"), model_prefix=prefix, vocab_size=300,
+                                   model_type="unigram", minloglevel=2)
+    with pytest.raises(UnsupportedComponentError, match="precompiled character map"):
+        unigram_from_sentencepiece(read_sentencepiece(prefix + ".model"))
+    prefix = str(tmp_path / "bpe")
+    spm.SentencePieceTrainer.train(input=str(tmp_path / "train.txt"), model_prefix=prefix, vocab_size=300,
+                                   model_type="bpe", normalization_rule_name="identity", minloglevel=2)
+    with pytest.raises(UnsupportedComponentError, match="'bpe'"):
+        unigram_from_sentencepiece(read_sentencepiece(prefix + ".model"))
