@@ -44,8 +44,9 @@ def load(
 
     ``source``: a built-in name ("cl100k_base", "o200k_base", "r50k_base" where its file is installed, or a
     profile from ``crayon.list_profiles()``), a cartridge (``.crayon``), a ``.tiktoken`` file (give ``pattern``:
-    a name such as "cl100k_base" or a regex, and ``special_tokens``), an HF ``tokenizer.json``, or a Crayon
-    v2 ``.dat`` (with its ``.json`` beside it; a longest-match tokenizer).
+    a name such as "cl100k_base" or a regex, and ``special_tokens``), an HF ``tokenizer.json`` (byte-level BPE,
+    WordPiece or Unigram), a SentencePiece unigram ``.model``, or a Crayon v2 ``.dat`` (with its ``.json``
+    beside it; a longest-match tokenizer).
     ``backend``: "reference", "jit", "cuda" or "auto". ``algorithm``: "bpe" (exact) or "longest" (greedy
     longest match over the vocabulary: fast, lossless, but not the tokens BPE gives). ``verify=True`` checks a
     cartridge's checksums and invariants before using it.
@@ -65,7 +66,13 @@ def load(
         return tokenizer if algorithm == "bpe" else as_longest_match(tokenizer, backend)
     if path.suffix == ".dat":
         return _load_seed_v2(path, backend=backend)
-    if path.name.endswith(".json"):
+    if path.suffix == ".model":
+        from crayon.formats.sentencepiece import read_sentencepiece_tokenizer
+
+        if algorithm != "bpe":
+            raise ValueError(f"algorithm={algorithm!r} does not apply to a SentencePiece model")
+        tokenizer = Tokenizer.from_spec(read_sentencepiece_tokenizer(path), backend=backend)
+    elif path.name.endswith(".json"):
         from crayon.formats.hf_io import read_hf_tokenizer
 
         tokenizer = Tokenizer.from_spec(read_hf_tokenizer(path), backend=backend if algorithm == "bpe" else "reference")
@@ -80,7 +87,8 @@ def load(
             backend=backend if algorithm == "bpe" else "reference",
         )
     else:
-        raise ValueError(f"{path.name}: unknown vocabulary format (expected .crayon, .tiktoken[.gz], .json or .dat)")
+        raise ValueError(
+            f"{path.name}: unknown vocabulary format (expected .crayon, .tiktoken[.gz], .json, .model or .dat)")
     return tokenizer if algorithm == "bpe" else as_longest_match(tokenizer, backend)
 
 

@@ -3,6 +3,7 @@ seconds on the shared corpora) and against the ``sentencepiece`` package (unigra
 without byte fallback), on corpora and hypothesis text."""
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ from conftest import corpus_text
 from hypothesis import given, settings
 from strategies import tokenizer_text
 
+import crayon
 from crayon.errors import UnsupportedComponentError
 from crayon.formats.sentencepiece import normalize, read_sentencepiece, unigram_from_sentencepiece
 from crayon.jit.unigram import encode_spans
@@ -152,3 +154,38 @@ def test_sentencepiece_files_it_cannot_read_exactly_are_refused(tmp_path):
                                    model_type="bpe", normalization_rule_name="identity", minloglevel=2)
     with pytest.raises(UnsupportedComponentError, match="'bpe'"):
         unigram_from_sentencepiece(read_sentencepiece(prefix + ".model"))
+
+
+# ---- whole tokenizers: crayon.load of a tokenizer.json or a .model, on both engines -------------------------
+
+
+def check_loaded(path, expected_of, texts):
+    for backend in ("reference", "jit"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a pre-tokenizer without a compiled form says so once
+            tok = crayon.load(path, backend=backend)
+        assert tok.backend == backend
+        assert [tok.encode(text, allowed_special="all") for text in texts] == [expected_of(text) for text in texts]
+        assert tok.encode_batch(texts, allowed_special="all") == [expected_of(text) for text in texts]
+
+
+def test_wordpiece_tokenizer_json_loads_with_hf_ids(wordpiece, tmp_path):
+    hf, _ = wordpiece
+    hf.save(str(tmp_path / "tokenizer.json"))
+    texts = [line for line in sample_text().splitlines() if line][:300]
+    check_loaded(tmp_path / "tokenizer.json", lambda text: hf.encode(text, add_special_tokens=False).ids, texts)
+
+
+def test_unigram_tokenizer_json_loads_with_hf_ids(unigram, tmp_path):
+    hf, _ = unigram
+    hf.save(str(tmp_path / "tokenizer.json"))
+    texts = [line for line in sample_text().splitlines() if line][:300]
+    check_loaded(tmp_path / "tokenizer.json", lambda text: hf.encode(text, add_special_tokens=False).ids, texts)
+
+
+def test_sentencepiece_model_loads_with_sentencepiece_ids(sentencepiece_unigram, tmp_path):
+    processor, file, _ = sentencepiece_unigram
+    path = tmp_path / "unigram.model"
+    path.write_bytes(processor.serialized_model_proto())
+    texts = [line for line in sample_text().splitlines() if line][:300] + ["  two  spaces ", ""]
+    check_loaded(path, processor.encode, texts)

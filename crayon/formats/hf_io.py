@@ -48,6 +48,8 @@ from crayon.formats.hf_pretokenize import (
 from crayon.formats.hf_normalize import Normalizer, normalizer_from_hf
 from crayon.formats.spec import TokenizerSpec
 from crayon.reference.pretokenize import PatternSpanner
+from crayon.reference.unigram import UnigramModel
+from crayon.reference.wordpiece import WordPieceModel
 
 _ID_FREE_POST_PROCESSORS = ("ByteLevel", "TemplateProcessing", "RobertaProcessing", "BertProcessing")
 _BYTE_PRESERVING_DECODERS = ("ByteLevel", "Fuse")
@@ -66,11 +68,13 @@ def spec_from_hf(config: dict, *, name: str = "tokenizer") -> TokenizerSpec:
     """The spec of the parsed JSON object of a ``tokenizer.json``."""
     _check_encoding_options(config)
     _check_post_processor(config.get("post_processor"))
+    model_spec = config.get("model") or {}
+    if model_spec.get("type") in ("WordPiece", "Unigram"):
+        return _vocab_model_spec(config, model_spec, name)
     _check_decoder(config.get("decoder"))
 
     normalizer, pretokenizer = pipeline_from_hf(config)
 
-    model_spec = config.get("model") or {}
     vocab = _check_bpe_model(model_spec)
     special_tokens, added_tokens = _added_tokens(config.get("added_tokens") or [], vocab, normalizer)
     added_ids = set(special_tokens.values()) | set(added_tokens.values())
@@ -88,18 +92,42 @@ def spec_from_hf(config: dict, *, name: str = "tokenizer") -> TokenizerSpec:
     )
 
 
-def pipeline_from_hf(config: dict) -> tuple[Normalizer | None, HFPreTokenizer]:
-    """The normalizer and pre-tokenizer of a ``tokenizer.json`` object (its "normalizer", "pre_tokenizer")."""
+def _vocab_model_spec(config: dict, model_spec: dict, name: str) -> TokenizerSpec:
+    """A WordPiece or Unigram model over characters (``crayon.reference.wordpiece``, ``.unigram``).
+
+    Decoding gives the tokens' text joined (▁ and ``##`` included): HF's WordPiece and Metaspace decoders, which
+    put spaces back, are not implemented."""
+    normalizer, pretokenizer = pipeline_from_hf(config, byte_level=False)
+    kind = model_spec["type"]
+    if kind == "WordPiece":
+        vocab = model_spec.get("vocab") or {}
+        model = WordPieceModel(vocab, unk_token=model_spec.get("unk_token", "[UNK]"),
+                               continuing_subword_prefix=model_spec.get("continuing_subword_prefix", "##"),
+                               max_input_chars_per_word=model_spec.get("max_input_chars_per_word", 100))
+    else:
+        pieces = [(piece, score) for piece, score in model_spec.get("vocab") or []]
+        vocab = {piece: token_id for token_id, (piece, _) in enumerate(pieces)}
+        model = UnigramModel(pieces, unk_id=model_spec.get("unk_id"), byte_fallback=model_spec.get("byte_fallback", False))
+    special_tokens, added_tokens = _added_tokens(config.get("added_tokens") or [], vocab, normalizer)
+    return TokenizerSpec(name, model, pattern=None, special_tokens=special_tokens, added_tokens=added_tokens,
+                         normalizer=normalizer, pretokenizer=pretokenizer)
+
+
+def pipeline_from_hf(config: dict, *, byte_level: bool = True) -> tuple[Normalizer | None, HFPreTokenizer]:
+    """The normalizer and pre-tokenizer of a ``tokenizer.json`` object (its "normalizer", "pre_tokenizer"); they
+    map the text to byte-level characters for a byte-level model (``byte_level``), and must not otherwise."""
     normalizer = None if config.get("normalizer") is None else normalizer_from_hf(config["normalizer"])
     pre_tokenizer_spec = config.get("pre_tokenizer")
     pretokenizer = HFPreTokenizer(
         None if pre_tokenizer_spec is None else step_from_hf(pre_tokenizer_spec),
         input_is_byte_chars=normalizer is not None and normalizer.maps_to_byte_chars,
     )
-    if not pretokenizer.output_is_byte_chars:
+    if byte_level and not pretokenizer.output_is_byte_chars:
         raise UnsupportedComponentError(
             "BPE over characters: no ByteLevel pre-tokenizer or normalizer maps the text to bytes"
         )
+    if not byte_level and pretokenizer.output_is_byte_chars:
+        raise UnsupportedComponentError("ByteLevel with a model over characters (WordPiece, Unigram)")
     return normalizer, pretokenizer
 
 

@@ -509,6 +509,41 @@ class FixedLength(PreTokenizerStep):
         return {"type": "FixedLength", "length": self.length}
 
 
+class Metaspace(PreTokenizerStep):
+    """HF ``Metaspace`` (SentencePiece's spaces): spaces become ``replacement`` (▁), one is put first where the
+    piece does not start with it (``prepend_scheme`` "always"), then the piece is split before each one.
+
+    ``prepend_scheme`` "first" (only at the start of the whole input, not after an added token) is refused:
+    Crayon's pre-tokenizer sees the text between added tokens without its offset."""
+
+    def __init__(self, replacement: str = "\u2581", prepend_scheme: str = "always", split: bool = True):
+        if prepend_scheme not in ("always", "never"):
+            raise UnsupportedComponentError(f"Metaspace prepend_scheme {prepend_scheme!r} (only always, never)")
+        if len(replacement) != 1:
+            raise UnsupportedComponentError(f"Metaspace replacement {replacement!r} is not one character")
+        self.replacement, self.prepend_scheme, self.split_pieces = replacement, prepend_scheme, split
+
+    def split(self, piece: str) -> list[str]:
+        piece = piece.replace(" ", self.replacement)
+        if self.prepend_scheme == "always" and piece and not piece.startswith(self.replacement):
+            piece = self.replacement + piece
+        if not self.split_pieces:
+            return [piece]
+        slices = find_matches(string_pattern(self.replacement), piece)
+        return split_text(piece, slices, "merged_with_next")
+
+    def to_hf(self) -> dict:
+        return {"type": "Metaspace", "replacement": self.replacement, "prepend_scheme": self.prepend_scheme,
+                "split": self.split_pieces}
+
+
+def _metaspace_from_hf(spec: dict) -> Metaspace:
+    scheme = spec.get("prepend_scheme")
+    if scheme is None:  # files written before prepend_scheme
+        scheme = "always" if spec.get("add_prefix_space", True) else "never"
+    return Metaspace(spec.get("replacement", "\u2581"), scheme, spec.get("split", True))
+
+
 class PreTokenizerSequence(PreTokenizerStep):
     """HF ``Sequence``: the steps one after the other, each on all the pieces of the one before."""
 
@@ -572,6 +607,7 @@ _STEPS_BY_TYPE = {
     "CharDelimiterSplit": lambda spec: CharDelimiterSplit(spec["delimiter"]),
     "BertPreTokenizer": lambda spec: BertPreTokenizer(),
     "FixedLength": lambda spec: FixedLength(spec.get("length", 5)),
+    "Metaspace": _metaspace_from_hf,
     "Sequence": lambda spec: PreTokenizerSequence([step_from_hf(step) for step in spec["pretokenizers"]]),
 }
 

@@ -13,8 +13,11 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from crayon.errors import UnsupportedComponentError
+from crayon.formats.spec import TokenizerSpec
+from crayon.reference.pretokenize import WholeText
 from crayon.reference.unigram import UnigramModel
 
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6  # SentencePiece.Type
@@ -128,3 +131,21 @@ def normalize(model: SentencePieceFile, text: str) -> str:
     if model.add_dummy_prefix and text:
         text = " " + text
     return text.replace(" ", SPACE) if model.escape_whitespaces else text
+
+
+class SentencePieceNormalizer:
+    """``normalize`` with one file's options, as a Tokenizer's normalizer."""
+
+    def __init__(self, model: SentencePieceFile):
+        self.model = model
+
+    def __call__(self, text: str) -> str:
+        return normalize(self.model, text)
+
+
+def read_sentencepiece_tokenizer(path: str | os.PathLike) -> TokenizerSpec:
+    """The spec of a SentencePiece unigram ``.model``: its normalization, the whole text as one span, the
+    Unigram model. ``Tokenizer.from_spec(...).encode(text)`` gives ``SentencePieceProcessor.encode(text)``."""
+    model = read_sentencepiece(path)
+    return TokenizerSpec(Path(path).stem, unigram_from_sentencepiece(model), pattern=None,
+                         normalizer=SentencePieceNormalizer(model), pretokenizer=WholeText())

@@ -36,6 +36,8 @@ from crayon.jit.status import NEED_SCRATCH, raise_for_status
 from crayon.jit.tables import build_bpe_tables, check_bpe_tables, kernel_tables
 from crayon.reference.cache import DEFAULT_BUCKETS
 from crayon.reference.engine import flat_from_arrays
+from crayon.reference.unigram import UnigramModel
+from crayon.reference.wordpiece import WordPieceModel
 
 __all__ = ["JitEngine", "make_engine", "tables_for", "DEFAULT_ENCODER", "KERNEL_CHOICES"]
 
@@ -241,4 +243,8 @@ def make_engine(tokenizer) -> JitEngine:
         from crayon.jit.longest import LongestMatchEngine
 
         return LongestMatchEngine(tokenizer)
+    if isinstance(tokenizer.model, (WordPieceModel, UnigramModel)):
+        from crayon.jit.vocab_models import VocabModelEngine
+
+        return VocabModelEngine(tokenizer)
     return JitEngine(tokenizer, tables=tokenizer.tables)
