@@ -1,10 +1,11 @@
 """Read SentencePiece ``.model`` files (a ``ModelProto`` protocol buffer) without the protobuf package.
 
 ``read_sentencepiece(path)`` gives the pieces (string, score, type), the model type and the normalizer options;
-``unigram_from_sentencepiece`` the ``crayon.reference.unigram.UnigramModel`` that encodes as SentencePiece does,
+``model_from_sentencepiece`` the Unigram (``crayon.reference.unigram``) or BPE over characters
+(``crayon.reference.char_bpe``) model that encodes as SentencePiece does,
 and ``normalize`` SentencePiece's text preparation for models without a character map (``identity``
 normalization): extra spaces removed, a dummy prefix, spaces written ``▁``. Models whose normalizer has a
-precompiled character map (``nmt_nfkc``, the default), user-defined pieces, or whose type is not Unigram are
+precompiled character map (``nmt_nfkc``, the default), user-defined pieces, or whose type is word or char are
 refused naming what is missing.
 """
 
@@ -18,6 +19,7 @@ from pathlib import Path
 from crayon.errors import UnsupportedComponentError
 from crayon.formats.spec import TokenizerSpec
 from crayon.reference.pretokenize import WholeText
+from crayon.reference.char_bpe import CharBytePairModel, merges_from_scores
 from crayon.reference.unigram import UnigramModel
 
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6  # SentencePiece.Type
@@ -107,11 +109,12 @@ def read_sentencepiece(path: str | os.PathLike) -> SentencePieceFile:
     return model
 
 
-def unigram_from_sentencepiece(model: SentencePieceFile) -> UnigramModel:
-    """The Unigram model of a SentencePiece file: normal, unknown and byte pieces are matched in text, control
-    and unused pieces never; consecutive unknown characters are one unknown piece, as SentencePiece gives them."""
-    if model.model_type != "unigram":
-        raise UnsupportedComponentError(f"SentencePiece model type {model.model_type!r} (only unigram)")
+def model_from_sentencepiece(model: SentencePieceFile) -> UnigramModel | CharBytePairModel:
+    """The model of a SentencePiece file: Unigram or BPE over characters. Normal pieces are matched in text,
+    control and unused pieces never; consecutive unknown characters are one unknown piece (or their bytes'
+    pieces with byte fallback), as SentencePiece gives them."""
+    if model.model_type not in ("unigram", "bpe"):
+        raise UnsupportedComponentError(f"SentencePiece model type {model.model_type!r} (only unigram, bpe)")
     if model.precompiled_charsmap:
         raise UnsupportedComponentError(
             f"SentencePiece normalizer {model.normalizer_name!r} with a precompiled character map")
@@ -120,6 +123,12 @@ def unigram_from_sentencepiece(model: SentencePieceFile) -> UnigramModel:
         raise UnsupportedComponentError(f"SentencePiece user-defined pieces {user_defined[:3]!r}")
     unknown = [i for i, (_, _, kind) in enumerate(model.pieces) if kind == UNKNOWN]
     matchable = [i for i, (_, _, kind) in enumerate(model.pieces) if kind == NORMAL]
+    if model.model_type == "bpe":
+        pieces = [(piece, score) for piece, score, _ in model.pieces]
+        merges, ranks = merges_from_scores(pieces, matchable)
+        vocab = {piece: i for i, (piece, _, kind) in enumerate(model.pieces) if kind in (NORMAL, UNKNOWN, BYTE)}
+        return CharBytePairModel(vocab, merges, ranks=ranks, unk_token=model.pieces[unknown[0]][0] if unknown else None,
+                                 byte_fallback=model.byte_fallback, fuse_unk=True)
     return UnigramModel([(piece, score) for piece, score, _ in model.pieces], unk_id=unknown[0] if unknown else None,
                         byte_fallback=model.byte_fallback, matchable=matchable)
 
@@ -144,8 +153,8 @@ class SentencePieceNormalizer:
 
 
 def read_sentencepiece_tokenizer(path: str | os.PathLike) -> TokenizerSpec:
-    """The spec of a SentencePiece unigram ``.model``: its normalization, the whole text as one span, the
+    """The spec of a SentencePiece unigram or bpe ``.model``: its normalization, the whole text as one span, the
     Unigram model. ``Tokenizer.from_spec(...).encode(text)`` gives ``SentencePieceProcessor.encode(text)``."""
     model = read_sentencepiece(path)
-    return TokenizerSpec(Path(path).stem, unigram_from_sentencepiece(model), pattern=None,
+    return TokenizerSpec(Path(path).stem, model_from_sentencepiece(model), pattern=None,
                          normalizer=SentencePieceNormalizer(model), pretokenizer=WholeText())

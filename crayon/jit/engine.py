@@ -35,6 +35,7 @@ from crayon.jit.regex_vm import compiled_splits_of
 from crayon.jit.status import NEED_SCRATCH, raise_for_status
 from crayon.jit.tables import build_bpe_tables, check_bpe_tables, kernel_tables
 from crayon.reference.cache import DEFAULT_BUCKETS
+from crayon.reference.char_bpe import CharBytePairModel
 from crayon.reference.engine import flat_from_arrays
 from crayon.reference.unigram import UnigramModel
 from crayon.reference.wordpiece import WordPieceModel
@@ -243,7 +244,7 @@ def make_engine(tokenizer) -> JitEngine:
         from crayon.jit.longest import LongestMatchEngine
 
         return LongestMatchEngine(tokenizer)
-    if isinstance(tokenizer.model, (WordPieceModel, UnigramModel)):
+    if isinstance(tokenizer.model, (WordPieceModel, UnigramModel, CharBytePairModel)):
         from crayon.jit.vocab_models import VocabModelEngine
 
         return VocabModelEngine(tokenizer)

@@ -1,5 +1,5 @@
-"""The jit engine of the models over characters: WordPiece (``crayon.jit.wordpiece``) and Unigram
-(``crayon.jit.unigram``), each after the tokenizer's normalizer and its pre-tokenizer (compiled by
+"""The jit engine of the models over characters: WordPiece (``crayon.jit.wordpiece``), Unigram
+(``crayon.jit.unigram``) and BPE over characters (``crayon.jit.char_bpe``), each after the tokenizer's normalizer and its pre-tokenizer (compiled by
 ``crayon.jit.regex_vm`` where it can be, else in Python with a one-time warning). Same ids as the reference."""
 
 from __future__ import annotations
@@ -10,16 +10,19 @@ from typing import Sequence
 
 import numpy as np
 
+from crayon.jit.char_bpe import CharBytePairTables
+from crayon.jit.char_bpe import encode_spans as char_bpe_encode_spans
 from crayon.jit.regex_vm import compiled_splits_of
 from crayon.jit.unigram import encode_spans as unigram_encode_spans
 from crayon.jit.wordpiece import encode_words
+from crayon.reference.char_bpe import CharBytePairModel
 from crayon.reference.engine import flat_from_arrays
 from crayon.reference.unigram import UnigramModel
 from crayon.reference.wordpiece import WordPieceModel
 
 
 class VocabModelEngine:
-    """Encodes ordinary text of a WordPiece or Unigram tokenizer with Numba kernels."""
+    """Encodes ordinary text of a WordPiece, Unigram or character-BPE tokenizer with Numba kernels."""
 
     name = "jit"
     capabilities = frozenset({"threads", "compiled"})
@@ -30,8 +33,11 @@ class VocabModelEngine:
             self._encode = encode_words
         elif isinstance(self.model, UnigramModel):
             self._encode = unigram_encode_spans
+        elif isinstance(self.model, CharBytePairModel):
+            tables = CharBytePairTables(self.model)
+            self._encode = lambda model, data, ends: char_bpe_encode_spans(tables, data, ends)
         else:
-            raise TypeError(f"not a WordPiece or Unigram model: {self.model!r}")
+            raise TypeError(f"not a WordPiece, Unigram or character BPE model: {self.model!r}")
         self._normalizer = tokenizer.normalizer
         self._pretokenizer = tokenizer.pretokenizer
         self.compiled_splits = compiled_splits_of(tokenizer.pretokenizer)
