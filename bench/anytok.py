@@ -6,8 +6,9 @@ Encode (first sight: the jit engine's caches are emptied before each run): cl100
 path; a Llama 3-style tokenizer.json (cl100k's vocabulary and merges, Llama 3's Split regex, ByteLevel without
 regex) read by Crayon (jit engine, compiled pipeline) and by HF tokenizers (single thread); both must give the
 same ids. The same file on the jit engine with the pre-tokenizer in Python (what ran before the compiler) is
-shown too. Times are the calling thread's CPU time, best of ``--repeat`` (shared machines inflate the wall
-clock). Prints a table and writes bench/results/anytok.json.
+shown too. Times are the process CPU time, best of ``--repeat`` (shared machines inflate the wall
+clock; process time counts the worker threads HF and sentencepiece may start). Prints a table and writes
+bench/results/anytok.json.
 
     python -m bench.anytok [--bytes-per-corpus N] [--repeat N]
 """
@@ -45,15 +46,15 @@ LLAMA3 = (
 
 
 def best_cpu(function, repeat: int, before=None) -> tuple[float, object]:
-    """Fastest thread CPU time of ``repeat`` calls (``before`` runs untimed before each) and the last result."""
+    """Fastest process CPU time (all threads) of ``repeat`` calls (``before`` runs untimed before each) and the last result."""
     best = float("inf")
     result = None
     for _ in range(repeat):
         if before is not None:
             before()
-        start = time.thread_time()
+        start = time.process_time()
         result = function()
-        best = min(best, time.thread_time() - start)
+        best = min(best, time.process_time() - start)
     return best, result
 
 
@@ -70,6 +71,53 @@ def llama3_style_json(folder: Path) -> Path:
     return path
 
 
+def bench_vocab_models(text: str, repeat: int) -> list[dict]:
+    """WordPiece, Unigram and BPE over characters: Crayon jit vs HF tokenizers and sentencepiece, all single
+    thread, on the text's lines as one batch, with models trained here on the first 300 kB of the text (thread
+    CPU time). Lines, not the whole text as one input: on inputs of ~100 kB and more SentencePiece's unigram
+    path scores (single precision, summed over the whole input) round so coarsely that ties break by rounding."""
+    import sentencepiece
+    from tokenizers import models, normalizers, pre_tokenizers, trainers
+
+    lines = [text[i : i + 2000] for i in range(0, min(len(text), 300_000), 2000)]
+    batch = [line for line in text.split("\n") if line]
+    megabytes = len(text.encode("utf-8")) / 1e6
+    rows = []
+    print(f"{'model':<34} {'crayon jit MB/s':>15} {'oracle MB/s':>12} {'speedup':>8}  ids")
+    with tempfile.TemporaryDirectory() as folder:
+        folder = Path(folder)
+        oracles = {}
+        wordpiece = tokenizers.Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        wordpiece.normalizer = normalizers.Lowercase()
+        wordpiece.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(),
+                                                           pre_tokenizers.Punctuation()])
+        wordpiece.train_from_iterator(lines, trainers.WordPieceTrainer(vocab_size=8000, special_tokens=["[UNK]"],
+                                                                       show_progress=False))
+        wordpiece.save(str(folder / "wordpiece.json"))
+        oracles["WordPiece tokenizer.json vs HF"] = (folder / "wordpiece.json", lambda batch: [
+            encoding.ids for encoding in wordpiece.encode_batch(batch, add_special_tokens=False)])
+        (folder / "train.txt").write_text("".join(lines), encoding="utf-8")
+        for kind in ("unigram", "bpe"):
+            prefix = str(folder / kind)
+            sentencepiece.SentencePieceTrainer.train(
+                input=str(folder / "train.txt"), model_prefix=prefix, vocab_size=4000, model_type=kind,
+                normalization_rule_name="identity", byte_fallback=True, character_coverage=0.9995, minloglevel=2)
+            processor = sentencepiece.SentencePieceProcessor(model_file=prefix + ".model")
+            oracles[f"SentencePiece {kind} .model vs spm"] = (
+                Path(prefix + ".model"), lambda batch, processor=processor: processor.encode(batch, num_threads=1))
+        for what, (path, oracle) in oracles.items():
+            tok = crayon.load(path, backend="jit")
+            tok.encode_ordinary(text[:1000])
+            crayon_seconds, ids = best_cpu(lambda: tok.encode_ordinary_batch(batch, num_threads=1), repeat)
+            oracle_seconds, expected = best_cpu(lambda: oracle(batch), repeat)
+            same = ids == [list(line_ids) for line_ids in expected]
+            rows.append({"model": what, "crayon_mb_per_s": megabytes / crayon_seconds,
+                         "oracle_mb_per_s": megabytes / oracle_seconds, "same_ids": same})
+            print(f"{what:<34} {megabytes / crayon_seconds:15.1f} {megabytes / oracle_seconds:12.1f} "
+                  f"{oracle_seconds / crayon_seconds:7.1f}x  {'same' if same else 'DIFFERENT'}")
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bytes-per-corpus", type=int, default=500_000, help="leading bytes of each corpus file")
@@ -82,7 +130,7 @@ def main() -> None:
     data = np.frombuffer(text.encode("utf-8"), np.uint8)
     megabytes = len(data) / 1e6
     print(f"text: the first {args.bytes_per_corpus} bytes of {len(corpora)} corpus files, {megabytes:.2f} MB; "
-          f"thread CPU time, best of {args.repeat}\n")
+          f"process CPU time, best of {args.repeat}\n")
 
     rows = []
 
@@ -126,7 +174,8 @@ def main() -> None:
         seconds, encoding = best_cpu(lambda: hf.encode(text, add_special_tokens=False), args.repeat)
         row("encode", "the same, HF tokenizers (single thread)", seconds)
     same_ids = crayon_ids == encoding.ids == python_ids
-    print(f"\nids identical (crayon compiled, crayon Python pre-tokenizer, HF): {same_ids}")
+    print(f"\nids identical (crayon compiled, crayon Python pre-tokenizer, HF): {same_ids}\n")
+    model_rows = bench_vocab_models(text, args.repeat)
     by_what = {r["what"]: r["mb_per_s"] for r in rows}
     compiled_speed = by_what["Llama 3-style tokenizer.json, crayon jit, compiled regex"]
     ratios = {
@@ -139,12 +188,12 @@ def main() -> None:
         print(f"{name}: {ratio:.2f}x")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({
-        "rows": rows, "ratios": ratios, "same_ids": same_ids, "megabytes": megabytes,
+        "rows": rows, "ratios": ratios, "same_ids": same_ids, "megabytes": megabytes, "models": model_rows,
         "bytes_per_corpus": args.bytes_per_corpus, "repeat": args.repeat, "machine": platform.platform(),
         "processor": platform.processor(), "tokenizers": tokenizers.__version__,
     }, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {RESULTS.relative_to(ROOT)}")
-    if not same_ids:
+    if not same_ids or not all(row["same_ids"] for row in model_rows):
         raise SystemExit("the ids differ")
 
 

@@ -58,7 +58,7 @@ def check_wordpiece(hf, model, text):
     words = [word for word, _ in hf.pre_tokenizer.pre_tokenize_str(text)]
     expected = [token.id for word in words for token in hf.model.tokenize(word)]
     assert [i for word in words for i in model.encode_word(word)] == expected
-    assert encode_words(model, *as_data(words)).tolist() == expected
+    assert encode_words(model, *as_data(words))[0].tolist() == expected
 
 
 def test_wordpiece_matches_hf_on_corpora(wordpiece):
@@ -98,7 +98,7 @@ def check_unigram(hf, model, text):
     pieces = [piece for piece, _ in hf.pre_tokenizer.pre_tokenize_str(text)]
     expected = [token.id for piece in pieces for token in hf.model.tokenize(piece)]
     assert [i for piece in pieces for i in model.encode_span(piece.encode("utf-8"))] == expected
-    assert encode_spans(model, *as_data(pieces)).tolist() == expected
+    assert encode_spans(model, *as_data(pieces))[0].tolist() == expected
 
 
 def test_unigram_matches_hf_on_corpora(unigram):
@@ -183,8 +183,8 @@ def jit_ids(model, data, ends) -> list[int]:
     if isinstance(model, CharBytePairModel):
         if id(model) not in CHAR_BPE_TABLES:
             CHAR_BPE_TABLES[id(model)] = (model, CharBytePairTables(model))  # the model kept alive with its id
-        return char_bpe_encode_spans(CHAR_BPE_TABLES[id(model)][1], data, ends).tolist()
-    return encode_spans(model, data, ends).tolist()
+        return char_bpe_encode_spans(CHAR_BPE_TABLES[id(model)][1], data, ends)[0].tolist()
+    return encode_spans(model, data, ends)[0].tolist()
 
 
 def check_sentencepiece(processor, file, model, lines):

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crayon.errors import UnsupportedComponentError
+from crayon.formats.hf_pretokenize import HFPreTokenizer, Split
 from crayon.formats.spec import TokenizerSpec
 from crayon.reference.pretokenize import WholeText
 from crayon.reference.char_bpe import CharBytePairModel, merges_from_scores
@@ -130,13 +131,13 @@ def model_from_sentencepiece(model: SentencePieceFile) -> UnigramModel | CharByt
         return CharBytePairModel(vocab, merges, ranks=ranks, unk_token=model.pieces[unknown[0]][0] if unknown else None,
                                  byte_fallback=model.byte_fallback, fuse_unk=True)
     return UnigramModel([(piece, score) for piece, score, _ in model.pieces], unk_id=unknown[0] if unknown else None,
-                        byte_fallback=model.byte_fallback, matchable=matchable)
+                        byte_fallback=model.byte_fallback, matchable=matchable, single_precision=True)
 
 
 def normalize(model: SentencePieceFile, text: str) -> str:
     """SentencePiece's preparation of text for a model without a character map."""
-    if model.remove_extra_whitespaces:
-        text = " ".join(part for part in text.split(" ") if part)
+    if model.remove_extra_whitespaces and ("  " in text or text[:1] == " " or text[-1:] == " "):
+        text = " ".join(filter(None, text.split(" ")))
     if model.add_dummy_prefix and text:
         text = " " + text
     return text.replace(" ", SPACE) if model.escape_whitespaces else text
@@ -153,8 +154,17 @@ class SentencePieceNormalizer:
 
 
 def read_sentencepiece_tokenizer(path: str | os.PathLike) -> TokenizerSpec:
-    """The spec of a SentencePiece unigram or bpe ``.model``: its normalization, the whole text as one span, the
-    Unigram model. ``Tokenizer.from_spec(...).encode(text)`` gives ``SentencePieceProcessor.encode(text)``."""
+    """The spec of a SentencePiece unigram or bpe ``.model``: its normalization, its model, and its spans.
+    ``Tokenizer.from_spec(...).encode(text)`` gives ``SentencePieceProcessor.encode(text)``.
+
+    Unigram runs on the whole text: SentencePiece sums path scores in single precision over the whole text, and
+    the rounding decides ties, so a split would change ids. BPE spans start at each ``▁`` where no piece has a
+    ``▁`` after its first character (then no merge, and no run of unknown characters, crosses such a start),
+    which keeps the merge heaps small."""
     model = read_sentencepiece(path)
+    normal = [piece for piece, _, kind in model.pieces if kind == NORMAL]
+    words = (model.model_type == "bpe" and model.escape_whitespaces and SPACE in normal
+             and not any(SPACE in piece[1:] for piece in normal))
+    pretokenizer = HFPreTokenizer(Split(SPACE, "merged_with_next", is_regex=False)) if words else WholeText()
     return TokenizerSpec(Path(path).stem, model_from_sentencepiece(model), pattern=None,
-                         normalizer=SentencePieceNormalizer(model), pretokenizer=WholeText())
+                         normalizer=SentencePieceNormalizer(model), pretokenizer=pretokenizer)

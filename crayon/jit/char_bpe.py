@@ -57,9 +57,10 @@ def _first_symbols(data, start, end, dat, byte_ids, unk_id, fuse_unk, out, n):
 
 
 @njit(cache=True, nogil=True)
-def encode_spans_kernel(data, span_ends, dat, byte_ids, unk_id, fuse_unk, pair_table, out):
+def encode_spans_kernel(data, span_ends, dat, byte_ids, unk_id, fuse_unk, pair_table, out, counts):
     """Encode the spans data[span_ends[i - 1]:span_ends[i]] (from 0) into ``out`` (room for one id per byte);
-    returns the number of ids or NO_TOKEN. ``byte_ids[0] == -2`` means no byte fallback."""
+    returns the number of ids or NO_TOKEN and writes each span's into ``counts``. ``byte_ids[0] == -2`` means
+    no byte fallback."""
     longest = 0
     start = 0
     for end in span_ends:
@@ -68,7 +69,7 @@ def encode_spans_kernel(data, span_ends, dat, byte_ids, unk_id, fuse_unk, pair_t
     scratch = np.empty(5 * longest + 5, np.int64)
     n = 0
     start = 0
-    for end in span_ends:
+    for span, end in enumerate(span_ends):
         first = _first_symbols(data, start, end, dat, byte_ids, unk_id, fuse_unk, out, n)
         if first < 0:
             return NO_TOKEN
@@ -78,6 +79,7 @@ def encode_spans_kernel(data, span_ends, dat, byte_ids, unk_id, fuse_unk, pair_t
         else:
             count, _, _, _ = merge_loop(out, n, count, pair_table, scratch)
         n += count
+        counts[span] = count
         start = end
     return n
 
@@ -97,11 +99,13 @@ class CharBytePairTables:
         self.fuse_unk = model.fuse_unk
 
 
-def encode_spans(tables: CharBytePairTables, data: np.ndarray, span_ends: np.ndarray) -> np.ndarray:
-    """Ids (int64) of the spans of UTF-8 ``data`` ending at ``span_ends``, as ``CharBytePairModel.encode_span``."""
+def encode_spans(tables: CharBytePairTables, data: np.ndarray, span_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(ids (int64), the number of ids of each span) of the spans of UTF-8 ``data`` ending at ``span_ends``, as
+    ``CharBytePairModel.encode_span`` gives them."""
     out = np.empty(len(data) + 1, np.int64)
+    counts = np.empty(len(span_ends), np.int64)
     count = encode_spans_kernel(data, span_ends.astype(np.int64), tables.dat, tables.byte_ids, tables.unk_id,
-                                tables.fuse_unk, tables.pair_table, out)
+                                tables.fuse_unk, tables.pair_table, out, counts)
     if count == NO_TOKEN:
         raise UnknownTokenError("a character has no token and the model has no unk_token")
-    return out[:count]
+    return out[:count], counts

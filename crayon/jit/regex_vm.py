@@ -354,13 +354,17 @@ class CompiledSplits:
             text = " " + text
         return text.encode("utf-8")
 
+    def split(self, data: np.ndarray, piece_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(ends, kept) of the spans of the pieces data[piece_ends[i - 1]:piece_ends[i]] (each a text)."""
+        ends, kept = piece_ends.astype(np.int64), np.ones(len(piece_ends), np.uint8)
+        for tables, behavior, invert in self.steps:
+            ends, kept = split_pieces(data, ends, kept, tables, behavior, invert)
+        return ends, kept
+
     def __call__(self, encoded: bytes) -> tuple[np.ndarray, np.ndarray]:
         """(data, span ends): the bytes of the spans, one after the other, and where each ends."""
         data = _read_only(np.frombuffer(encoded, np.uint8))
-        ends = np.array([len(data)], np.int64) if len(data) else np.empty(0, np.int64)
-        kept = np.ones(len(ends), np.uint8)
-        for tables, behavior, invert in self.steps:
-            ends, kept = split_pieces(data, ends, kept, tables, behavior, invert)
+        ends, kept = self.split(data, np.array([len(data)] if len(data) else [], np.int64))
         if not kept.all():
             data, ends = kept_text(data, ends, kept)
             data = _read_only(data)

@@ -37,24 +37,26 @@ def _emit_unknown(data, start, end, dat, byte_ids, unk_id, out, n):
 
 
 @njit(cache=True, nogil=True)
-def encode_spans_kernel(data, span_ends, dat, scores, unk_score, unk_id, fuse_unk, byte_ids, out):
+def encode_spans_kernel(data, span_ends, dat, scores, unk_score, unk_id, fuse_unk, byte_ids, out, counts):
     """Encode the spans data[span_ends[i - 1]:span_ends[i]] (from 0) into ``out`` (room for one id per byte);
-    returns the number of ids. ``byte_ids[0] == -2`` means no byte fallback."""
+    returns the number of ids and writes each span's into ``counts``. ``byte_ids[0] == -2`` means no byte
+    fallback."""
     base, check, values = dat
     longest = 0
     start = 0
     for end in span_ends:
         longest = max(longest, end - start)
         start = end
-    best_score = np.empty(longest + 1, np.float64)
+    best_score = np.empty(longest + 1, scores.dtype)
     best_start = np.empty(longest + 1, np.int64)
     best_id = np.empty(longest + 1, np.int64)
     path = np.empty(longest + 1, np.int64)
     n = 0
     span_start = 0
-    for span_end in span_ends:
+    for span, span_end in enumerate(span_ends):
+        first = n
         size = span_end - span_start
-        best_score[0], best_start[0] = 0.0, 0
+        best_score[0], best_start[0] = 0, 0
         best_start[1 : size + 1] = -1
         pos = 0
         while pos < size:
@@ -99,16 +101,19 @@ def encode_spans_kernel(data, span_ends, dat, scores, unk_score, unk_id, fuse_un
                 continue
             n = _emit_unknown(data, span_start + unknown_start, span_start + end, dat, byte_ids, unk_id, out, n)
             unknown_start = -1
+        counts[span] = n - first
         span_start = span_end
     return n
 
 
-def encode_spans(model: UnigramModel, data: np.ndarray, span_ends: np.ndarray) -> np.ndarray:
-    """Ids (int64) of the spans of UTF-8 ``data`` ending at ``span_ends``, as ``model.encode_span`` gives them."""
+def encode_spans(model: UnigramModel, data: np.ndarray, span_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(ids (int64), the number of ids of each span) of the spans of UTF-8 ``data`` ending at ``span_ends``, as
+    ``model.encode_span`` gives them."""
     if model.unk_id is None:
         raise UnsupportedComponentError("the jit Unigram needs an unk_id")
     out = np.empty(len(data) + 1, np.int64)
+    counts = np.empty(len(span_ends), np.int64)
     byte_ids = model.byte_ids if model.byte_fallback else np.full(256, -2, np.int64)
     count = encode_spans_kernel(data, span_ends.astype(np.int64), model.dat, model.scores, model.unk_score,
-                                model.unk_id, model.fuse_unk, byte_ids, out)
-    return out[:count]
+                                model.unk_id, model.fuse_unk, byte_ids, out, counts)
+    return out[:count], counts

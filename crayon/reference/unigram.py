@@ -26,11 +26,13 @@ class UnigramModel:
     """Pieces (string, score) with ids 0.., the unknown piece's id, and the options of HF's Unigram.
 
     ``matchable`` (default: every piece) are the ids the Viterbi may use; SentencePiece never matches its
-    control pieces (``<s>``, ``</s>``) or unused ones in text.
+    control pieces (``<s>``, ``</s>``) or unused ones in text. Path scores are summed in double precision as
+    HF does, or in single precision (``single_precision``) as SentencePiece does: the rounding decides between
+    splits whose scores tie.
     """
 
     def __init__(self, pieces: list[tuple[str, float]], *, unk_id: int | None, byte_fallback: bool = False,
-                 fuse_unk: bool = True, matchable: list[int] | None = None):
+                 fuse_unk: bool = True, matchable: list[int] | None = None, single_precision: bool = False):
         if unk_id is not None and not 0 <= unk_id < len(pieces):
             raise UnsupportedComponentError(f"Unigram unk_id {unk_id} is outside the {len(pieces)} pieces")
         self.pieces = [(piece, float(score)) for piece, score in pieces]
@@ -39,15 +41,16 @@ class UnigramModel:
         self.fuse_unk = fuse_unk
         self.ids = {piece: token_id for token_id, (piece, _) in enumerate(self.pieces)}
         matchable = range(len(pieces)) if matchable is None else matchable
-        self.scores = np.array([score for _, score in self.pieces], np.float64)
-        self.unk_score = float(self.scores[list(matchable)].min(initial=0.0)) - UNKNOWN_PENALTY
+        self.score_type = np.float32 if single_precision else np.float64
+        self.scores = np.array([score for _, score in self.pieces], self.score_type)
+        self.unk_score = self.scores[list(matchable)].min(initial=0.0) - self.score_type(UNKNOWN_PENALTY)
         self.dat = compile_dat([self.pieces[i][0].encode("utf-8") for i in matchable], list(matchable))
         self.byte_ids = np.array([self.ids.get(f"<0x{byte:02X}>", -1) for byte in range(256)], np.int64)
         self.token_bytes = {token_id: piece.encode("utf-8") for token_id, (piece, _) in enumerate(self.pieces)}
 
     def best_split(self, data: bytes) -> list[tuple[int, int, int]]:
         """``(start, end, id)`` of the pieces of the best path over ``data``; id -1 for an unknown character."""
-        best_score = [0.0] + [float("-inf")] * len(data)
+        best_score = np.zeros(len(data) + 1, self.score_type)
         best_start = [0] + [-1] * len(data)
         best_id = [-1] * (len(data) + 1)
         base, check, values = self.dat
