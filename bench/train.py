@@ -106,7 +106,8 @@ def timed(train) -> tuple[dict, object]:
 
 
 def run_crayon(files: list[Path], vocab_size: int) -> dict:
-    from crayon.jit.train import available_cores, count_words_jit
+    from crayon.jit.cores import available_cores
+    from crayon.jit.train import count_words_jit
 
     measurements, result = train_crayon(files, vocab_size)
     began = time.perf_counter()

@@ -91,7 +91,8 @@ def build_corpora(sizes_mb: list[int], directory: Path) -> list[dict]:
 
 
 def run_crayon_scale(path: Path, vocab_size: int) -> dict:
-    from crayon.jit.train import available_cores, count_words_jit
+    from crayon.jit.cores import available_cores
+    from crayon.jit.train import count_words_jit
 
     measurements, _ = train_crayon([path], vocab_size)
     began = time.perf_counter()

@@ -33,11 +33,14 @@ BASE, CHECK, VALUES as int32; beside a ``.json`` vocabulary) are read by ``read_
 
 from __future__ import annotations
 
+import errno
+import glob
 import json
-import mmap
+import mmap as mmap_module
 import os
 import struct
 import tempfile
+import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +51,8 @@ import numpy as np
 from crayon.errors import CartridgeError
 
 MAGIC = b"\x89CRAYON\n"
+SUFFIX = ".crayon"
+STALE_TEMPORARY_SECONDS = 3600  # a live write takes seconds: an older temporary file is a killed writer's
 VERSION = 1
 ALIGNMENT = 64
 MAX_NAME_BYTES = 32
@@ -72,8 +77,32 @@ def _aligned(size: int) -> int:
 # --------------------------------------------------------------------------------------------------- writing
 
 
+def cartridge_path(path: str | os.PathLike) -> Path:
+    """The file a cartridge named ``path`` is written to: ``path`` with ``.crayon`` appended when it lacks it
+    (``save("model")`` writes ``model.crayon``, which ``crayon.load("model")`` finds)."""
+    path = Path(path)
+    return path if path.name.endswith(SUFFIX) else path.with_name(path.name + SUFFIX)
+
+
+def check_writable(path: str | os.PathLike) -> Path:
+    """The cartridge path for ``path`` (``cartridge_path``); raises OSError naming it when it cannot be written
+    (a missing or read-only folder, a folder in its place), so long work can check before it starts."""
+    path = cartridge_path(path)
+    folder = path.parent
+    if not folder.is_dir():
+        raise FileNotFoundError(errno.ENOENT, f"cannot write {path}: the folder {folder} does not exist", str(path))
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, f"cannot write {path}: it is a folder", str(path))
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, f"cannot write {path}: the folder {folder} is not writable", str(path))
+    return path
+
+
 def write_cartridge(path: str | os.PathLike, metadata: Mapping, sections: Mapping[str, np.ndarray]) -> None:
-    """Write a cartridge atomically (a temporary file in the same folder, renamed over ``path``)."""
+    """Write a cartridge atomically: a temporary ``.NAME.*.tmp`` file in the same folder, renamed over ``path``.
+
+    The file gets the mode a new file gets under the umask. Temporary files that a killed writer left behind
+    (older than ``STALE_TEMPORARY_SECONDS``) are removed. A failure raises OSError naming ``path``."""
     path = Path(path)
     try:
         metadata_bytes = json.dumps(dict(metadata), ensure_ascii=False).encode("utf-8")
@@ -95,9 +124,14 @@ def write_cartridge(path: str | os.PathLike, metadata: Mapping, sections: Mappin
     header[table_end : table_end + len(metadata_bytes)] = metadata_bytes
     header[_CRC_FIELD] = struct.pack("<I", zlib.crc32(header))
 
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    _remove_stale_temporaries(path)
+    try:
+        descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as error:
+        raise type(error)(error.errno, f"cannot write {path}: {error.strerror}", str(path)) from None
     try:
         with os.fdopen(descriptor, "wb") as handle:
+            os.fchmod(handle.fileno(), 0o666 & ~_umask())  # mkstemp makes it 0600
             handle.write(header)
             for array in arrays.values():
                 handle.write(_raw_bytes(array))
@@ -105,9 +139,36 @@ def write_cartridge(path: str | os.PathLike, metadata: Mapping, sections: Mappin
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as error:
         os.unlink(temporary)
+        if isinstance(error, OSError):
+            raise type(error)(error.errno, f"cannot write {path}: {error.strerror}", str(path)) from None
         raise
+
+
+def _umask() -> int:
+    """The process's umask (read from /proc where there is one: setting it to read it races with other threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    """Remove ``.NAME.*.tmp`` files of ``path`` older than ``STALE_TEMPORARY_SECONDS`` (a writer killed mid-write)."""
+    now = time.time()
+    for leftover in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        try:
+            if now - leftover.stat().st_mtime > STALE_TEMPORARY_SECONDS:
+                leftover.unlink()
+        except OSError:  # another process removed it, or the folder is read-only: not this write's concern
+            pass
 
 
 def _raw_bytes(array: np.ndarray) -> np.ndarray:
@@ -143,11 +204,29 @@ def vocab_sections(tokens: Mapping[int, bytes]) -> dict[str, np.ndarray]:
 class Cartridge:
     """An open cartridge: ``metadata`` (dict) and ``sections`` (name -> read-only numpy view over one map)."""
 
-    def __init__(self, path: Path, metadata: dict, sections: dict[str, np.ndarray], mapping: mmap.mmap):
+    def __init__(self, path: Path, metadata: dict, sections: dict[str, np.ndarray], data: mmap_module.mmap | bytes,
+                 entries: list[tuple]):
         self.path = path
         self.metadata = metadata
         self.sections = sections
-        self._mapping = mapping
+        self._mapping = data
+        self._entries = entries
+
+    def verify_checksums(self) -> None:
+        """Check every section's crc32 and that all padding is zero (reads the whole file; ``CartridgeError``)."""
+        view = memoryview(self._mapping)
+        try:
+            previous_end = _FIXED.unpack_from(view, 0)[3]
+            for name, dtype, shape, offset, section_crc in self._entries:
+                if _nonzero(view[previous_end:offset]):
+                    raise CartridgeError(f"{self.path}: non-zero padding before section {name!r}")
+                previous_end = offset + _count(shape) * dtype.itemsize
+                if zlib.crc32(view[offset:previous_end]) != section_crc:
+                    raise CartridgeError(f"{self.path}: section {name!r} checksum mismatch (corrupt data)")
+            if _nonzero(view[previous_end:]):
+                raise CartridgeError(f"{self.path}: non-zero padding at the end of the file")
+        finally:
+            view.release()
 
     def close(self) -> None:
         """Drop the views and unmap the file; a view the caller still holds keeps the map alive until it dies."""
@@ -164,11 +243,13 @@ class Cartridge:
         return f"Cartridge({str(self.path)!r}, sections={sorted(self.sections)})"
 
 
-def open_cartridge(path: str | os.PathLike, *, verify: bool = False) -> Cartridge:
+def open_cartridge(path: str | os.PathLike, *, verify: bool = False, mmap: bool = True) -> Cartridge:
     """Map a cartridge and return its views; raises ``CartridgeError`` on any malformed header or section table.
 
     ``verify=True`` also checks every checksum, the padding and the known sections' invariants (reads the
-    whole file).
+    whole file). ``mmap=False`` reads the file into memory instead of mapping it: a mapped file must not be
+    truncated or rewritten in place while it is open (the process would get SIGBUS), a file read into memory
+    can be (Crayon itself only ever replaces a cartridge by renaming a new file over it).
     """
     path = Path(path)
     try:
@@ -176,32 +257,38 @@ def open_cartridge(path: str | os.PathLike, *, verify: bool = False) -> Cartridg
             size = os.fstat(handle.fileno()).st_size
             if size < ALIGNMENT:
                 raise CartridgeError(f"{path}: {size} bytes is too short for a cartridge")
-            mapping = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+            if mmap:
+                data = mmap_module.mmap(handle.fileno(), 0, access=mmap_module.ACCESS_READ)
+            else:
+                data = handle.read()
+                size = len(data)
     except OSError as error:
         raise CartridgeError(f"{path}: cannot read the cartridge: {error}") from None
     try:
-        metadata, entries = _read_header(path, mapping, size)
+        metadata, entries = _read_header(path, data, size)
         sections = {
-            name: np.frombuffer(mapping, dtype, count=_count(shape), offset=offset).reshape(shape)
+            name: np.frombuffer(data, dtype, count=_count(shape), offset=offset).reshape(shape)
             for name, dtype, shape, offset, _ in entries
         }
-        cartridge = Cartridge(path, metadata, sections, mapping)
+        cartridge = Cartridge(path, metadata, sections, data, entries)
         if verify:
-            _verify(cartridge, mapping, entries, size)
+            _verify(cartridge)
         return cartridge
     except BaseException:
-        _unmap(mapping)
+        _unmap(data)
         raise
 
 
-def _unmap(mapping: mmap.mmap) -> None:
+def _unmap(data: mmap_module.mmap | bytes) -> None:
+    if isinstance(data, bytes):
+        return
     try:
-        mapping.close()
+        data.close()
     except BufferError:  # numpy views still exist: the map goes when the last of them does
         pass
 
 
-def _read_header(path: Path, mapping: mmap.mmap, size: int):
+def _read_header(path: Path, mapping: mmap_module.mmap | bytes, size: int):
     magic, version, flags, header_size, count, metadata_length, crc, file_size = _FIXED.unpack_from(mapping, 0)
     if magic != MAGIC:
         raise CartridgeError(f"{path}: not a Crayon cartridge (bad magic bytes)")
@@ -262,27 +349,14 @@ def register_section_check(prefix: str, check: SectionCheck) -> None:
     _SECTION_CHECKS[prefix] = check
 
 
-def _verify(cartridge: Cartridge, mapping: mmap.mmap, entries, size: int) -> None:
-    path = cartridge.path
-    view = memoryview(mapping)
-    try:
-        previous_end = _FIXED.unpack_from(mapping, 0)[3]
-        for name, _, _, offset, section_crc in entries:
-            if _nonzero(view[previous_end:offset]):
-                raise CartridgeError(f"{path}: non-zero padding before section {name!r}")
-            previous_end = offset + cartridge.sections[name].nbytes
-            if zlib.crc32(view[offset:previous_end]) != section_crc:
-                raise CartridgeError(f"{path}: section {name!r} checksum mismatch (corrupt data)")
-        if _nonzero(view[previous_end:size]):
-            raise CartridgeError(f"{path}: non-zero padding at the end of the file")
-    finally:
-        view.release()
+def _verify(cartridge: Cartridge) -> None:
+    cartridge.verify_checksums()
     for prefix, check in _SECTION_CHECKS.items():
         if any(name.startswith(prefix) for name in cartridge.sections):
             try:
                 check(cartridge.sections)
             except ValueError as error:
-                raise CartridgeError(f"{path}: {error}") from None
+                raise CartridgeError(f"{cartridge.path}: {error}") from None
 
 
 def _nonzero(padding: memoryview) -> bool:

@@ -9,6 +9,10 @@ class CartridgeError(CrayonError, ValueError):
     """A cartridge file is missing, truncated, corrupt or of an unknown version."""
 
 
+class FormatError(CrayonError, ValueError):
+    """A vocabulary or tokenizer file (``.tiktoken``, ``tokenizer.json``) is malformed."""
+
+
 class BackendUnavailableError(CrayonError, RuntimeError):
     """The requested backend ("jit", "cuda") cannot run here; the message says what is missing."""
 
@@ -26,3 +30,15 @@ class UnknownTokenError(CrayonError, KeyError):
 
 class SpecialTokenError(CrayonError, ValueError):
     """Text contains a special token the caller did not allow (tiktoken raises ValueError here too)."""
+
+
+class PatternCoverageWarning(UserWarning):
+    """A custom pre-tokenization regex does not match every character: the text it skips is not encoded."""
+
+
+class TrainingWarning(UserWarning):
+    """Training ended below the requested vocabulary size (the corpus has no more pairs to merge)."""
+
+
+class VocabularyChangeError(CrayonError, ValueError):
+    """A new vocabulary version would change what an existing id means, or fails its validation."""

@@ -16,18 +16,18 @@ from pathlib import Path
 
 import numpy as np
 
-from crayon.cartridge import open_cartridge, read_seed_v2
+from crayon.cartridge import SUFFIX as CARTRIDGE_SUFFIX
+from crayon.cartridge import cartridge_path, open_cartridge, read_seed_v2
 from crayon.errors import CartridgeError
+from crayon.formats.tiktoken_io import load_tiktoken_bpe
 from crayon.patterns import PATTERNS
-from crayon.profiles import OPENAI_ENCODINGS, cache_dirs, find_vocabulary_file, profile_dirs
+from crayon.profiles import OPENAI_ENCODINGS, VOCABULARY_SHA256, cache_dirs, find_vocabulary_file, profile_dirs
 from crayon.reference.bpe import BytePairModel
 from crayon.reference.pretokenize import WholeText
-from crayon.formats.tiktoken_io import load_tiktoken_bpe
 from crayon.saving import CARTRIDGE_SECTION, save_cartridge
 from crayon.tokenizer import Tokenizer
 
 ALGORITHMS = ("bpe", "longest")
-CARTRIDGE_SUFFIX = ".crayon"
 TABLE_NAME = {section: table for table, section in CARTRIDGE_SECTION.items()}
 
 
@@ -39,30 +39,39 @@ def load(
     backend: str = "auto",
     algorithm: str = "bpe",
     verify: bool = False,
+    mmap: bool = True,
 ) -> Tokenizer:
     """Load a tokenizer.
 
-    ``source``: a built-in name ("cl100k_base", "o200k_base", "r50k_base" where its file is installed, or a
-    profile from ``crayon.list_profiles()``), a cartridge (``.crayon``), a ``.tiktoken`` file (give ``pattern``:
-    a name such as "cl100k_base" or a regex, and ``special_tokens``), an HF ``tokenizer.json`` (byte-level BPE,
-    WordPiece or Unigram), a SentencePiece unigram ``.model``, or a Crayon v2 ``.dat`` (with its ``.json``
-    beside it; a longest-match tokenizer).
+    ``source``: a built-in name (an OpenAI encoding: "gpt2", "r50k_base", "p50k_base", "p50k_edit",
+    "cl100k_base", "o200k_base"; or a profile from ``crayon.list_profiles()`` such as "lite"), a cartridge
+    (``.crayon``; the suffix may be left out, as ``Tokenizer.save`` adds it), a ``.tiktoken`` file (give
+    ``pattern``: a name such as "cl100k_base" or a regex, and ``special_tokens``), an HF ``tokenizer.json``
+    (byte-level BPE, WordPiece, Unigram, or BPE over characters), a SentencePiece unigram or bpe ``.model``, or a
+    Crayon v2 ``.dat`` (with its ``.json`` beside it; a longest-match tokenizer). A str with neither a path
+    separator nor a dot is a name: the built-in profile of that name, else the cartridge ``NAME.crayon`` in the
+    working folder, never another file or folder named so.
     ``backend``: "reference", "jit", "cuda" or "auto". ``algorithm``: "bpe" (exact) or "longest" (greedy
     longest match over the vocabulary: fast, lossless, but not the tokens BPE gives). ``verify=True`` checks a
-    cartridge's checksums and invariants before using it.
+    cartridge's checksums and invariants before using it. ``mmap=False`` reads a cartridge into memory instead of
+    mapping it: a mapped cartridge must not be truncated or rewritten in place while it is in use (replace it by
+    renaming a new file over it, as ``save`` does).
     """
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
     name = os.fspath(source)
+    if not isinstance(name, str):
+        raise TypeError(f"load takes a name or a path, not {type(name).__name__}")
     path = Path(name)
-    if not path.exists() and os.sep not in name and "." not in name:
-        return _load_profile(name, backend=backend, algorithm=algorithm, verify=verify,
-                             pattern=pattern, special_tokens=special_tokens)
+    if isinstance(source, str) and _is_bare_name(name) or (not path.exists() and _is_profile(name)):
+        return _load_name(name, backend=backend, algorithm=algorithm, verify=verify, mmap=mmap,
+                          pattern=pattern, special_tokens=special_tokens)
+    if not path.exists() and cartridge_path(path).is_file():
+        path = cartridge_path(path)
     if not path.exists():
-        known = ", ".join(sorted(list_profiles()))
-        raise FileNotFoundError(f"{name!r} is neither a file nor a built-in profile ({known})")
-    if path.suffix == CARTRIDGE_SUFFIX:
-        tokenizer = load_cartridge(path, backend=backend, verify=verify)
+        raise FileNotFoundError(f"no file {name!r} (and no built-in profile of that name)")
+    if path.name.endswith(CARTRIDGE_SUFFIX):
+        tokenizer = load_cartridge(path, backend=backend, verify=verify, mmap=mmap)
         return tokenizer if algorithm == "bpe" else as_longest_match(tokenizer, backend)
     if path.suffix == ".dat":
         return _load_seed_v2(path, backend=backend)
@@ -92,6 +101,41 @@ def load(
     return tokenizer if algorithm == "bpe" else as_longest_match(tokenizer, backend)
 
 
+def openai_ranks(name: str) -> dict[bytes, int]:
+    """The mergeable ranks of an OpenAI encoding, read from its shipped file and checked against its sha256."""
+    return load_tiktoken_bpe(find_vocabulary_file(name), VOCABULARY_SHA256[OPENAI_ENCODINGS[name].vocabulary])
+
+
+def _is_bare_name(name: str) -> bool:
+    """A name (no path separator, no dot): a profile, or a cartridge saved under that name; never another file."""
+    return "." not in name and os.sep not in name and (os.altsep is None or os.altsep not in name)
+
+
+def _profile_cartridge(name: str) -> Path | None:
+    """The first ``NAME.crayon`` in the profile folders, or None."""
+    return next((d / f"{name}{CARTRIDGE_SUFFIX}" for d in profile_dirs() if (d / f"{name}{CARTRIDGE_SUFFIX}").is_file()), None)
+
+
+def _is_profile(name: str) -> bool:
+    return os.sep not in name and (name in OPENAI_ENCODINGS or _profile_cartridge(name) is not None)
+
+
+def _load_name(name, *, backend, algorithm, verify, mmap, pattern, special_tokens) -> Tokenizer:
+    """A built-in profile, else the cartridge ``NAME.crayon`` in the working folder (what ``save(NAME)`` wrote)."""
+    if _is_profile(name):
+        return _load_profile(name, backend=backend, algorithm=algorithm, verify=verify, mmap=mmap,
+                             pattern=pattern, special_tokens=special_tokens)
+    saved = cartridge_path(name)
+    if saved.is_file():
+        tokenizer = load_cartridge(saved, backend=backend, verify=verify, mmap=mmap)
+        return tokenizer if algorithm == "bpe" else as_longest_match(tokenizer, backend)
+    known = ", ".join(sorted(list_profiles()))
+    raise FileNotFoundError(
+        f"no profile named {name!r} (available: {known}) and no cartridge {saved} here; a file of another "
+        f"format is named with its suffix (.tiktoken, .json, .dat)"
+    )
+
+
 def list_profiles() -> dict[str, str]:
     """Built-in profile names and where each comes from (a cartridge, or a vocabulary file compiled on first use)."""
     found: dict[str, str] = {}
@@ -100,32 +144,35 @@ def list_profiles() -> dict[str, str]:
             found.setdefault(cartridge.stem, str(cartridge))
     for name in OPENAI_ENCODINGS:
         if name not in found:
-            try:
-                found[name] = f"{find_vocabulary_file(name)} (compiled to a cartridge on first use)"
-            except FileNotFoundError:
-                pass
+            found[name] = f"{find_vocabulary_file(name)} (compiled to a cartridge on first use)"
     return found
 
 
-def _load_profile(name, *, backend, algorithm, verify, pattern, special_tokens) -> Tokenizer:
-    cartridge = next((d / f"{name}{CARTRIDGE_SUFFIX}" for d in profile_dirs() if (d / f"{name}{CARTRIDGE_SUFFIX}").is_file()), None)
+def _load_profile(name, *, backend, algorithm, verify, mmap, pattern, special_tokens) -> Tokenizer:
+    """A built-in profile: its cartridge, or (OpenAI encodings) its vocabulary file, compiled and cached when
+    there is no sound cached cartridge compiled from the file installed now."""
+    cartridge = _profile_cartridge(name)
+    if name not in OPENAI_ENCODINGS:
+        tokenizer = load_cartridge(cartridge, backend=backend, verify=verify, mmap=mmap)
+        return tokenizer if algorithm == "bpe" else as_longest_match(tokenizer, backend)
     overridden = pattern is not None or special_tokens is not None
-    if name in OPENAI_ENCODINGS and (overridden or backend == "reference" or not _is_fresh(cartridge, name)):
+    tokenizer = None
+    if not overridden and backend != "reference" and _is_fresh(cartridge, name):
+        try:
+            tokenizer = load_cartridge(cartridge, backend=backend, verify=verify, mmap=mmap)
+        except CartridgeError:  # a damaged cache: rebuilt below from the vocabulary file
+            tokenizer = None
+    if tokenizer is None:
         encoding = OPENAI_ENCODINGS[name]
         tokenizer = Tokenizer(
             name,
-            BytePairModel(load_tiktoken_bpe(find_vocabulary_file(name))),
+            BytePairModel(openai_ranks(name)),
             pattern=pattern or encoding.pattern,
             special_tokens=encoding.special_tokens if special_tokens is None else special_tokens,
             backend=backend if algorithm == "bpe" else "reference",
         )
         if not overridden and backend != "reference":
             _cache_compiled_profile(tokenizer)
-    elif cartridge is not None:
-        tokenizer = load_cartridge(cartridge, backend=backend, verify=verify)
-    else:
-        known = ", ".join(sorted(list_profiles()))
-        raise FileNotFoundError(f"no profile named {name!r} (available: {known})")
     return tokenizer if algorithm == "bpe" else as_longest_match(tokenizer, backend)
 
 
@@ -139,12 +186,16 @@ def _source_stamp(name: str) -> dict:
 
 
 def _is_fresh(cartridge: Path | None, name: str) -> bool:
-    """Whether a cached cartridge of an OpenAI encoding was compiled from the vocabulary file installed now."""
+    """Whether a cached cartridge of an OpenAI encoding was compiled from the vocabulary file installed now, and
+    is intact: its checksums hold (a cache is derived data, so a damaged one is rebuilt rather than trusted)."""
     if cartridge is None:
         return False
     try:
         with open_cartridge(cartridge) as opened:
-            return opened.metadata.get("source") == _source_stamp(name)
+            if opened.metadata.get("source") != _source_stamp(name):
+                return False
+            opened.verify_checksums()
+            return True
     except (CartridgeError, FileNotFoundError):
         return False
 
@@ -163,9 +214,12 @@ def _cache_compiled_profile(tokenizer: Tokenizer) -> None:
 # ------------------------------------------------------------------------------------------------ cartridges
 
 
-def load_cartridge(path: str | os.PathLike, *, backend: str = "auto", verify: bool = False) -> Tokenizer:
-    """Open a cartridge as a Tokenizer: a map and numpy views; nothing is parsed or copied."""
-    cartridge = open_cartridge(path, verify=verify)
+def load_cartridge(
+    path: str | os.PathLike, *, backend: str = "auto", verify: bool = False, mmap: bool = True
+) -> Tokenizer:
+    """Open a cartridge as a Tokenizer: a map (or, ``mmap=False``, one read) and numpy views; nothing is parsed
+    or copied. Whatever is wrong with the file raises ``CartridgeError``."""
+    cartridge = open_cartridge(path, verify=verify, mmap=mmap)
     metadata, sections = cartridge.metadata, cartridge.sections
     name = _metadata_field(metadata, "name", str, path)
     specials = _metadata_field(metadata, "special_tokens", dict, path)
@@ -178,7 +232,10 @@ def load_cartridge(path: str | os.PathLike, *, backend: str = "auto", verify: bo
     if metadata.get("hf_pipeline") is not None:
         from crayon.formats.hf_io import pipeline_from_hf
 
-        normalizer, pretokenizer = pipeline_from_hf(metadata["hf_pipeline"])
+        try:
+            normalizer, pretokenizer = pipeline_from_hf(metadata["hf_pipeline"])
+        except (ValueError, TypeError, KeyError, AttributeError) as error:
+            raise CartridgeError(f"{path}: its HF pipeline cannot be read: {error}") from None
     elif not isinstance(pattern, str):
         raise CartridgeError(f"{path}: the metadata has neither a pattern nor an HF pipeline")
     algorithm = metadata.get("algorithm")
@@ -189,7 +246,7 @@ def load_cartridge(path: str | os.PathLike, *, backend: str = "auto", verify: bo
 
         first_reserved_id = _metadata_field(metadata, "first_reserved_id", int, path)
         model = LongestMatchModel(_tokens_of(sections, path), *_dat_of(sections, path), first_reserved_id)
-        return Tokenizer(name, model, **common)
+        return _with_lineage(_tokenizer_of(path, name, model, **common), metadata, path)
     if algorithm != "bpe":
         raise CartridgeError(f"{path}: unknown algorithm {algorithm!r}")
     whole_span_lookup = _metadata_field(metadata, "whole_span_lookup", bool, path)
@@ -200,13 +257,38 @@ def load_cartridge(path: str | os.PathLike, *, backend: str = "auto", verify: bo
 
     def build_model() -> BytePairModel:
         ranks = {token: token_id for token_id, token in _tokens_of(sections, path).items()}
+        for token_id in sections.get("vocab.empty", ()):
+            ranks[b""] = int(token_id)
         merges = None
         if "merges.pairs" in sections:
             tokens = {token_id: token for token, token_id in ranks.items()}
-            merges = [(tokens[int(a)], tokens[int(b)]) for a, b in sections["merges.pairs"]]
+            try:
+                merges = [(tokens[int(a)], tokens[int(b)]) for a, b in sections["merges.pairs"]]
+            except (KeyError, ValueError):
+                raise CartridgeError(f"{path}: merges.pairs names ids that are no tokens") from None
         return BytePairModel(ranks, merges, ignore_merges=whole_span_lookup)
 
-    return Tokenizer(name, build_model, tables=tables, **common)
+    return _with_lineage(_tokenizer_of(path, name, build_model, tables=tables, **common), metadata, path)
+
+
+def _tokenizer_of(path, *args, **kwargs) -> Tokenizer:
+    """``Tokenizer(*args, **kwargs)`` from a cartridge's contents: what it refuses is a CartridgeError."""
+    try:
+        return Tokenizer(*args, **kwargs)
+    except (ValueError, TypeError, KeyError, IndexError) as error:
+        if isinstance(error, CartridgeError):
+            raise
+        raise CartridgeError(f"{path}: {error}") from None
+
+
+def _with_lineage(tokenizer: Tokenizer, metadata: dict, path) -> Tokenizer:
+    """Set the tokenizer's vocabulary version and parent hash from the metadata (a cartridge written before
+    they existed has neither: version 1, no parent)."""
+    version, parent = metadata.get("vocabulary_version", 1), metadata.get("parent_hash")
+    if type(version) is not int or version < 1 or not (parent is None or isinstance(parent, str)):
+        raise CartridgeError(f"{path}: vocabulary_version must be an int >= 1 and parent_hash a string or null")
+    tokenizer.vocabulary_version, tokenizer.parent_hash = version, parent
+    return tokenizer
 
 
 def _metadata_field(metadata: dict, key: str, kind: type, path) -> object:

@@ -1,5 +1,8 @@
 """Pre-tokenization patterns of the OpenAI encodings, by name (tiktoken's exact strings)."""
 
+import difflib
+import re
+
 R50K_BASE = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
 
 CL100K_BASE = (
@@ -22,15 +25,35 @@ O200K_BASE = "|".join(
 PATTERNS = {
     "r50k_base": R50K_BASE,
     "p50k_base": R50K_BASE,
+    "p50k_edit": R50K_BASE,
     "gpt2": R50K_BASE,
     "cl100k_base": CL100K_BASE,
     "o200k_base": O200K_BASE,
 }
 
 
+# A pattern made only of these characters is taken as a name, never as a regex: as a regex it could match
+# nothing but itself, and every other character of the text would be dropped. Write "(?:abc)" for such a regex.
+_NAME_LIKE = re.compile(r"[A-Za-z0-9_-]+")
+
+
 def resolve_pattern(pattern: str) -> str:
-    """Return the regex for a pattern name, or the pattern itself when it is not a known name."""
-    return PATTERNS.get(pattern, pattern)
+    """Return the regex for a pattern name, or the pattern itself when it is a regex.
+
+    A name-like string (letters, digits, ``_-``) that is not a known name raises ValueError listing the known
+    names, with the nearest one."""
+    if not isinstance(pattern, str):
+        raise TypeError(f"a pattern is a name ({', '.join(PATTERNS)}) or a regex str, not {type(pattern).__name__}")
+    if pattern in PATTERNS:
+        return PATTERNS[pattern]
+    if _NAME_LIKE.fullmatch(pattern):
+        close = difflib.get_close_matches(pattern.lower(), PATTERNS, n=1, cutoff=0.5)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise ValueError(
+            f"unknown pattern name {pattern!r}: {hint}known names are {', '.join(PATTERNS)} "
+            f"(a regex made only of letters, digits, _ and - must be written as a group, e.g. '(?:{pattern})')"
+        )
+    return pattern
 
 
 def pattern_name(regex: str) -> str | None:

@@ -8,10 +8,11 @@ a longest-match tokenizer's holds its vocabulary and DAT. ``crayon.loading.load_
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 
-from crayon.cartridge import vocab_sections, write_cartridge
+from crayon.cartridge import check_writable, vocab_sections, write_cartridge
 
 __all__ = ["CARTRIDGE_SECTION", "save_cartridge"]
 
@@ -21,11 +22,14 @@ CARTRIDGE_SECTION = {
     "dat_base": "dat.base",
     "dat_check": "dat.check",
     "dat_values": "dat.values",
+    "empty_tokens": "vocab.empty",  # ids of tokens with no bytes (Whisper's last token), when there are any
 }
 
 
-def save_cartridge(tokenizer, path: str | os.PathLike, *, source: dict | None = None) -> None:
-    """Write ``tokenizer`` (a ``crayon.Tokenizer``) as a cartridge (see the module docstring)."""
+def save_cartridge(tokenizer, path: str | os.PathLike, *, source: dict | None = None) -> Path:
+    """Write ``tokenizer`` (a ``crayon.Tokenizer``) as a cartridge (see the module docstring); return the path
+    written: ``path``, with ``.crayon`` appended when it lacks it."""
+    path = check_writable(path)
     metadata = {
         "name": tokenizer.name,
         "algorithm": tokenizer.algorithm,
@@ -33,6 +37,8 @@ def save_cartridge(tokenizer, path: str | os.PathLike, *, source: dict | None = 
         "special_tokens": tokenizer.special_tokens,
         "added_tokens": tokenizer.added_tokens,
         "source": source,
+        "vocabulary_version": tokenizer.vocabulary_version,
+        "parent_hash": tokenizer.parent_hash,
     }
     if tokenizer.normalizer is not None or tokenizer.pattern is None:
         from crayon.formats.hf_io import pipeline_to_hf
@@ -51,9 +57,13 @@ def save_cartridge(tokenizer, path: str | os.PathLike, *, source: dict | None = 
             tables = tables_for(tokenizer.model)
         sections = {CARTRIDGE_SECTION.get(name, f"bpe.{name}"): array for name, array in tables.items()}
         model = tokenizer.model
+        empty = [token_id for token_id, token in model.token_bytes.items() if not token]
+        if empty:
+            sections["vocab.empty"] = np.array(empty, np.int64)
         metadata["whole_span_lookup"] = bool(model.whole_span_lookup)
         if model.merges is not None:
             sections["merges.pairs"] = np.array(
                 [(model.ranks[left], model.ranks[right]) for left, right in model.merges], dtype=np.int32
             ).reshape(-1, 2)
     write_cartridge(path, metadata, sections)
+    return path

@@ -4,17 +4,29 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from typing import AbstractSet, Callable, Collection, Literal, Sequence
+import operator
+import os
+import warnings
+from typing import AbstractSet, Callable, Collection, Iterable, Literal, Sequence
 
 import numpy as np
 
-from crayon.errors import BackendUnavailableError, SpecialTokenError, UnknownTokenError
+from crayon.errors import BackendUnavailableError, PatternCoverageWarning, SpecialTokenError, UnknownTokenError
 from crayon.formats.spec import TokenizerSpec
+from crayon.patterns import pattern_name
 from crayon.reference.bpe import BytePairModel
 from crayon.reference.engine import Engine, ReferenceEngine
-from crayon.reference.pretokenize import PatternSpanner, special_token_regex, split_specials
+from crayon.reference.pretokenize import (
+    COVERAGE_SAMPLE,
+    PatternSpanner,
+    dropped_text,
+    special_token_regex,
+    split_specials,
+)
 
 BACKENDS = ("reference", "jit", "cuda", "auto")
+SHORT_TEXT = 32  # characters: ``encode`` and ``encode_ordinary`` remember the tokens of texts up to this long
+SHORT_TEXTS_KEPT = 1 << 14  # per tokenizer and method; a full memory starts over
 _ENGINE_MODULES = {"jit": "crayon.jit.engine", "cuda": "crayon.gpu.engine"}
 
 
@@ -34,12 +46,73 @@ def make_engine(tokenizer: "Tokenizer", backend: str) -> Engine:
 
 
 def _as_utf8_safe(text: str) -> str:
-    """Replace lone surrogates with U+FFFD, as tiktoken does, so the text has a UTF-8 encoding."""
+    """Replace lone surrogates with U+FFFD, as tiktoken does, so the text has a UTF-8 encoding; refuse a
+    text that is not a ``str`` with TypeError, as tiktoken does (bytes are decoded by the caller, not guessed)."""
+    if not isinstance(text, str):
+        fix = " (decode bytes first: data.decode('utf-8'))" if isinstance(text, (bytes, bytearray)) else ""
+        raise TypeError(f"expected a str to encode, got {type(text).__name__}{fix}")
+    if text.isascii():  # constant time for a str: no copy to make
+        return text
     try:
         text.encode("utf-8")
         return text
     except UnicodeEncodeError:
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _text_list(texts: Sequence[str]) -> Sequence[str]:
+    """The texts of a batch call; a lone str (which would be encoded character by character) is refused."""
+    if isinstance(texts, (str, bytes)):
+        raise TypeError(f"expected a list of texts, got a {type(texts).__name__}: to encode one text, pass [text]")
+    return texts
+
+
+def _token_list(tokens: Sequence[int]) -> Sequence[int]:
+    """The tokens of a decode call; a lone int is refused, as in tiktoken."""
+    if isinstance(tokens, (int, str, bytes)) or not hasattr(tokens, "__iter__"):
+        raise TypeError(f"expected a sequence of token ids, got {type(tokens).__name__}: to decode one token, pass [token]")
+    return tokens
+
+
+def warn_if_lossy(pattern: str) -> None:
+    """Warn (``PatternCoverageWarning``) when a pattern skips characters of ``COVERAGE_SAMPLE``."""
+    dropped = dropped_text(pattern, COVERAGE_SAMPLE)
+    if dropped:
+        warnings.warn(
+            f"the pattern {pattern!r} skips text: {[piece for _, piece in dropped[:5]]} of a sample text would be "
+            f"dropped by encode; make the regex match every character (tok.check_pattern(text) checks a text)",
+            PatternCoverageWarning,
+            stacklevel=3,
+        )
+
+
+def _checked_token_table(argument: str, table: dict[str, int] | None) -> dict[str, int]:
+    """``special_tokens`` / ``added_tokens`` as a dict of non-empty str -> int id >= 0, or a ValueError."""
+    if table is None:
+        return {}
+    if not isinstance(table, dict):
+        raise TypeError(f"{argument} must be a dict of token text -> id, not {type(table).__name__}")
+    for text, token_id in table.items():
+        if not isinstance(text, str) or not text:
+            raise ValueError(f"{argument}: {text!r} is not a token (a non-empty str)")
+        if not isinstance(token_id, int) or isinstance(token_id, bool) or token_id < 0:
+            raise ValueError(f"{argument}: {text!r} has id {token_id!r}; ids are integers >= 0")
+    return {text: int(token_id) for text, token_id in table.items()}
+
+
+def _special_set_error(argument: str, value) -> str:
+    """The TypeError message for an ``allowed_special`` / ``disallowed_special`` that is not "all" or a set."""
+    fix = f"{{{value!r}}}" if isinstance(value, str) else "{...}"
+    return (
+        f"{argument} must be 'all' or a set of special tokens, not {type(value).__name__} {value!r}; "
+        f"write {argument}={fix}"
+    )
+
+
+def _remember(memory: dict[str, tuple[int, ...]], text: str, tokens: list[int]) -> None:
+    if len(memory) >= SHORT_TEXTS_KEPT:
+        memory.clear()
+    memory[text] = tuple(tokens)
 
 
 class Tokenizer:
@@ -72,20 +145,23 @@ class Tokenizer:
         self._model = model if not callable(model) else None
         self._build_model = model if callable(model) else None
         self.pattern = None if pattern is None else PatternSpanner(pattern).pattern
+        if self.pattern is not None and pattern_name(self.pattern) is None:
+            warn_if_lossy(self.pattern)
         self.normalizer = normalizer
         self.pretokenizer = pretokenizer or PatternSpanner(pattern)
-        self._special_tokens = dict(special_tokens or {})
-        self.added_tokens = dict(added_tokens or {})
-        self._special_bytes = {
-            token_id: text.encode("utf-8") for text, token_id in {**self.added_tokens, **self._special_tokens}.items()
-        }
-        self.special_tokens_set = frozenset(self._special_tokens)
+        self.added_tokens = _checked_token_table("added_tokens", added_tokens)
+        self._set_special_tokens(_checked_token_table("special_tokens", special_tokens))
         n_tokens = len(tables["token_offsets"]) - 1 if tables is not None else 1 + max(self.model.token_bytes, default=-1)
         self.n_vocab = max(n_tokens, 1 + max(self._special_bytes, default=-1))
+        self._check_token_ids()
         self._engine = make_engine(self, backend)
+        self._short_encode: dict[str, tuple[int, ...]] = {}
+        self._short_ordinary: dict[str, tuple[int, ...]] = {}
         self._choose_per_batch = backend == "auto"
         self._cuda_engine = None
         self.batch_choice: tuple[str, str] | None = None  # (engine, reason) of the last batch under "auto"
+        self.vocabulary_version = 1  # lineage (crayon.evolution): 1 + the number of changes since made from scratch
+        self.parent_hash: str | None = None  # crayon.evolution.vocabulary_hash of the vocabulary it was derived from
 
     @classmethod
     def from_spec(cls, spec: TokenizerSpec, *, backend: str = "auto") -> "Tokenizer":
@@ -93,6 +169,22 @@ class Tokenizer:
         return cls(spec.name, spec.model, pattern=spec.pattern, special_tokens=spec.special_tokens,
                    added_tokens=spec.added_tokens, normalizer=spec.normalizer, pretokenizer=spec.pretokenizer,
                    backend=backend)
+
+    def _check_token_ids(self) -> None:
+        """Special and added tokens need ids of their own: not shared, not an ordinary token of other bytes."""
+        by_id: dict[int, str] = {}
+        for text, token_id in {**self.added_tokens, **self._special_tokens}.items():
+            if token_id in by_id:
+                raise ValueError(f"{by_id[token_id]!r} and {text!r} share the id {token_id}; give each its own id")
+            by_id[token_id] = text
+            # An HF file gives an added token the id of the vocabulary entry with its content (hf_io assigns
+            # those ids), so only tiktoken-style vocabularies (a pattern) are checked against the ordinary ids.
+            ordinary = None if self.pattern is None else self._ordinary_token_bytes(token_id)
+            if ordinary is not None and ordinary != text.encode("utf-8"):
+                raise ValueError(
+                    f"the special or added token {text!r} has id {token_id}, which is the ordinary token {ordinary!r}; "
+                    f"give it an id no ordinary token has"
+                )
 
     def __repr__(self) -> str:
         return f"<crayon.Tokenizer {self.name!r} backend={self.backend!r} n_vocab={self.n_vocab}>"
@@ -130,13 +222,92 @@ class Tokenizer:
         clone = object.__new__(Tokenizer)
         clone.__dict__.update(self.__dict__)
         clone._engine = make_engine(clone, backend)
+        clone._short_encode, clone._short_ordinary = {}, {}
         clone._choose_per_batch, clone._cuda_engine, clone.batch_choice = backend == "auto", None, None
         return clone
+
+    # evolving the vocabulary -------------------------------------------------------------------------
+
+    def extend(
+        self,
+        *corpus,
+        files: Iterable[str | os.PathLike] | None = None,
+        texts: Iterable[str] | None = None,
+        n_new_tokens: int,
+        backend: str = "auto",
+        reserved_special_tokens: int = 0,
+        move_special_tokens: bool = False,
+        progress: bool = False,
+        name: str | None = None,
+    ) -> "Tokenizer":
+        """A new tokenizer: this vocabulary plus up to ``n_new_tokens`` BPE tokens learned on ``files=[paths]``
+        (UTF-8 files, streamed) and/or ``texts=[str, ...]``, as ``crayon.train`` takes its corpus; the text is
+        pre-tokenized as this tokenizer does.
+
+        Every existing id keeps its bytes and the existing merges stay first, so text that the new tokens do not
+        help encodes as before. New ids start at ``n_vocab`` (after the special tokens, which keep their ids);
+        ``move_special_tokens=True`` puts them right after the last ordinary token and renumbers the special
+        tokens after them. ``reserved_special_tokens``: add that many ``<|reserved_special_token_K|>`` slots at
+        the end (name them later with ``with_special_tokens``). ``backend``: "auto"/"jit" (the Numba trainer) or
+        "reference" (pure Python; the same merges). The result records this tokenizer as its parent
+        (``vocabulary_version``, ``parent_hash``)."""
+        from crayon.evolution import derived_from, extended_spec
+
+        if corpus:
+            raise TypeError("Tokenizer.extend takes its corpus by keyword: files=[path, ...] to read UTF-8 files, or "
+                            "texts=[str, ...] for texts (a positional list could be either)")
+        spec = extended_spec(self, n_new_tokens, files=files, texts=texts, backend=backend, progress=progress,
+                             reserved_special_tokens=reserved_special_tokens, move_special_tokens=move_special_tokens)
+        spec.name = name or self.name
+        return derived_from(Tokenizer.from_spec(spec, backend="auto" if self._choose_per_batch else self.backend), self)
+
+    def with_special_tokens(self, tokens: Sequence[str] | dict[str, int]) -> "Tokenizer":
+        """The same vocabulary with reserved special slots (``<|reserved_special_token_K|>``) given names; no id
+        moves. A list fills the free slots in id order; a dict names the slot id of each token."""
+        from crayon.evolution import derived_from, is_reserved_special_token
+
+        free = sorted((i, text) for text, i in self._special_tokens.items() if is_reserved_special_token(text))
+        if not isinstance(tokens, dict):
+            tokens = list(tokens)
+            if len(tokens) > len(free):
+                raise ValueError(f"{len(tokens)} special tokens but {self.name} has only {len(free)} free reserved "
+                                 "slots; extend it with reserved_special_tokens=N to get more")
+            tokens = {text: token_id for text, (token_id, _) in zip(tokens, free)}
+        slot_of = {token_id: text for token_id, text in free}
+        specials = dict(self._special_tokens)
+        for text, token_id in tokens.items():
+            if not isinstance(text, str) or not text:
+                raise ValueError(f"special tokens must be non-empty strings, got {text!r}")
+            if text in specials or text in self.added_tokens:
+                existing = specials.get(text, self.added_tokens.get(text))
+                raise ValueError(f"{text!r} is already a token of {self.name} (id {existing})")
+            if token_id not in slot_of:
+                raise ValueError(f"id {token_id!r} is not a free reserved special slot of {self.name}")
+            del specials[slot_of.pop(token_id)]
+            specials[text] = token_id
+        clone = object.__new__(Tokenizer)
+        clone.__dict__.update(self.__dict__)
+        clone._set_special_tokens(specials)
+        return derived_from(clone, self)
+
+    def _set_special_tokens(self, special_tokens: dict[str, int]) -> None:
+        self._special_tokens = special_tokens
+        self._special_bytes = {
+            token_id: text.encode("utf-8") for text, token_id in {**self.added_tokens, **special_tokens}.items()
+        }
+        self.special_tokens_set = frozenset(special_tokens)
 
     # encoding --------------------------------------------------------------------------------------
 
     def encode_ordinary(self, text: str) -> list[int]:
         """Encode text, treating special-token text as ordinary text."""
+        if type(text) is str and len(text) <= SHORT_TEXT:
+            known = self._short_ordinary.get(text)
+            if known is not None:
+                return list(known)
+            tokens = self._encode_chunks(_as_utf8_safe(text), frozenset())
+            _remember(self._short_ordinary, text, tokens)
+            return tokens
         return self._encode_chunks(_as_utf8_safe(text), frozenset())
 
     def _encode_chunks(self, text: str, allowed_specials: frozenset[str]) -> list[int]:
@@ -158,7 +329,20 @@ class Tokenizer:
         allowed_special: Literal["all"] | AbstractSet[str] = frozenset(),
         disallowed_special: Literal["all"] | Collection[str] = "all",
     ) -> list[int]:
-        """Encode text; allowed special tokens become their ids, a disallowed one raises ``ValueError``."""
+        """Encode text; allowed special tokens become their ids, a disallowed one raises ``ValueError``.
+
+        With the default specials, the tokens of a short text are remembered: the same text again (a word, a
+        label) costs a dictionary lookup. A remembered text passed the special-token check, which depends on the
+        text alone."""
+        if (type(text) is str and len(text) <= SHORT_TEXT and type(allowed_special) in (frozenset, set)
+                and not allowed_special and disallowed_special == "all"):
+            known = self._short_encode.get(text)
+            if known is not None:
+                return list(known)
+            safe = _as_utf8_safe(text)
+            tokens = self._encode_chunks(safe, self._check_specials(safe, allowed_special, disallowed_special))
+            _remember(self._short_encode, text, tokens)
+            return tokens
         text = _as_utf8_safe(text)
         return self._encode_chunks(text, self._check_specials(text, allowed_special, disallowed_special))
 
@@ -185,7 +369,7 @@ class Tokenizer:
         disallowed_special: Literal["all"] | Collection[str] = "all",
     ) -> list[list[int]]:
         """Encode many texts; the same lists as a loop of ``encode``."""
-        texts = [_as_utf8_safe(text) for text in texts]
+        texts = [_as_utf8_safe(text) for text in _text_list(texts)]
         allowed = [self._check_specials(text, allowed_special, disallowed_special) for text in texts]
         if not any(allowed) and not self.added_tokens:
             return self._batch_engine(texts).encode_ordinary_batch(texts, num_threads=num_threads)
@@ -193,7 +377,7 @@ class Tokenizer:
 
     def encode_ordinary_batch(self, texts: Sequence[str], *, num_threads: int | None = None) -> list[list[int]]:
         """Encode many texts, treating special-token text as ordinary text."""
-        texts = [_as_utf8_safe(text) for text in texts]
+        texts = [_as_utf8_safe(text) for text in _text_list(texts)]
         if self.added_tokens:
             return [self._encode_chunks(text, frozenset()) for text in texts]
         return self._batch_engine(texts).encode_ordinary_batch(texts, num_threads=num_threads)
@@ -217,12 +401,19 @@ class Tokenizer:
 
     def _check_specials(self, text: str, allowed_special, disallowed_special) -> frozenset[str]:
         """Apply tiktoken's special-token contract; return the specials to encode as specials."""
-        allowed = self.special_tokens_set if allowed_special == "all" else frozenset(allowed_special)
-        allowed &= self.special_tokens_set  # as in tiktoken, allowing a name that is no special token is a no-op
-        if disallowed_special == "all":
-            disallowed = self.special_tokens_set - allowed
+        if type(allowed_special) in (frozenset, set) and not allowed_special and disallowed_special == "all":
+            allowed, disallowed = frozenset(), self.special_tokens_set  # the defaults, without building sets
         else:
-            disallowed = frozenset(disallowed_special)
+            if allowed_special != "all" and not isinstance(allowed_special, AbstractSet):
+                raise TypeError(_special_set_error("allowed_special", allowed_special))
+            if isinstance(disallowed_special, (str, bytes)) and disallowed_special != "all":
+                raise TypeError(_special_set_error("disallowed_special", disallowed_special))
+            allowed = self.special_tokens_set if allowed_special == "all" else frozenset(allowed_special)
+            allowed &= self.special_tokens_set  # as in tiktoken, allowing a name that is no special token is a no-op
+            if disallowed_special == "all":
+                disallowed = self.special_tokens_set - allowed
+            else:
+                disallowed = frozenset(disallowed_special or ())  # None is "none", as in tiktoken
         if disallowed:
             match = special_token_regex(disallowed).search(text)
             if match:
@@ -233,10 +424,25 @@ class Tokenizer:
                 )
         return allowed
 
+    def check_pattern(self, text: str) -> None:
+        """Raise ValueError if the pre-tokenization pattern skips any of ``text``: ``encode`` keeps only the
+        text its regex matches (as tiktoken does), so a custom regex that skips characters loses them. The
+        named patterns match every character; a tokenizer without a pattern (an HF pipeline) is not checked."""
+        if self.pattern is None:
+            return
+        dropped = dropped_text(self.pattern, _as_utf8_safe(text))
+        if dropped:
+            offset, piece = dropped[0]
+            raise ValueError(
+                f"the pattern of {self.name} skips {sum(len(p) for _, p in dropped)} characters of this text, "
+                f"the first {piece[:40]!r} at offset {offset}: encode would drop them"
+            )
+
     # decoding --------------------------------------------------------------------------------------
 
     def decode_single_token_bytes(self, token: int) -> bytes:
-        """The bytes of one token."""
+        """The bytes of one token; a token that is not an integer raises TypeError, as in tiktoken."""
+        token = operator.index(token)
         found = self._ordinary_token_bytes(token)
         if found is None:
             found = self._special_bytes.get(token)
@@ -251,11 +457,11 @@ class Tokenizer:
         if not 0 <= token < len(offsets) - 1:
             return None
         found = self.tables["token_bytes"][offsets[token] : offsets[token + 1]].tobytes()
-        return found or None
+        return found if found or token in self.tables.get("empty_tokens", ()) else None
 
     def decode_bytes(self, tokens: Sequence[int]) -> bytes:
         """The bytes of a token sequence: ``decode_bytes(encode(s)) == s.encode()``."""
-        return b"".join(self.decode_single_token_bytes(int(token)) for token in tokens)
+        return b"".join(map(self.decode_single_token_bytes, _token_list(tokens)))
 
     def decode(self, tokens: Sequence[int], errors: str = "replace") -> str:
         """Decode to text; ``errors`` is how bytes that are not UTF-8 are handled, as in ``bytes.decode``."""
@@ -263,15 +469,16 @@ class Tokenizer:
 
     def decode_tokens_bytes(self, tokens: Sequence[int]) -> list[bytes]:
         """The bytes of each token."""
-        return [self.decode_single_token_bytes(int(token)) for token in tokens]
+        return list(map(self.decode_single_token_bytes, _token_list(tokens)))
 
     # files -----------------------------------------------------------------------------------------
 
-    def save(self, path) -> None:
-        """Write a cartridge: one file that ``crayon.load(path)`` maps back in under a millisecond."""
+    def save(self, path):
+        """Write a cartridge: one file that ``crayon.load(path)`` maps back in under a millisecond. ``.crayon`` is
+        appended to a path without it; the path written is returned."""
         from crayon.saving import save_cartridge
 
-        save_cartridge(self, path)
+        return save_cartridge(self, path)
 
     def export(self, path, format: Literal["tiktoken", "hf"] = "tiktoken") -> None:
         """Write the vocabulary for another library: a ``.tiktoken`` ranks file (load it in tiktoken with
@@ -294,3 +501,86 @@ class Tokenizer:
         else:
             raise ValueError(f"unknown export format {format!r}; choose 'tiktoken' or 'hf'")
 
+
+    # tiktoken's remaining methods and HF habits ---------------------------------------------------------------
+
+    @property
+    def max_token_value(self) -> int:
+        """The largest token id, ordinary or special (``n_vocab - 1``)."""
+        return self.n_vocab - 1
+
+    def __len__(self) -> int:
+        """The number of ids, ``n_vocab`` (HF's ``len(tokenizer)``)."""
+        return self.n_vocab
+
+    def is_special_token(self, token: int) -> bool:
+        """Whether ``token`` is the id of a special token."""
+        if not isinstance(token, int):
+            raise TypeError(f"a token id is an int, not {type(token).__name__}")
+        return token in self._special_tokens.values()
+
+    def encode_single_token(self, text_or_bytes: str | bytes) -> int:
+        """The id of the token spelled ``text_or_bytes`` (special tokens included); ``KeyError`` if none is."""
+        if isinstance(text_or_bytes, str):
+            if text_or_bytes in self._special_tokens:
+                return self._special_tokens[text_or_bytes]
+            text_or_bytes = text_or_bytes.encode("utf-8")
+        elif not isinstance(text_or_bytes, (bytes, bytearray)):
+            raise TypeError(f"encode_single_token takes str or bytes, not {type(text_or_bytes).__name__}")
+        token = self.model.ranks.get(bytes(text_or_bytes))
+        if token is None:
+            token = next((i for i, spelled in self._special_bytes.items() if spelled == text_or_bytes), None)
+        if token is None:
+            raise KeyError(text_or_bytes)
+        return token
+
+    def decode_batch(self, batch: Sequence[Sequence[int]], *, errors: str = "replace",
+                     num_threads: int | None = None) -> list[str]:
+        """``decode`` of each token list (``num_threads`` is accepted for tiktoken's signature; decoding is a
+        lookup and runs in this thread)."""
+        return [self.decode(tokens, errors=errors) for tokens in batch]
+
+    def decode_bytes_batch(self, batch: Sequence[Sequence[int]], *, num_threads: int | None = None) -> list[bytes]:
+        """``decode_bytes`` of each token list."""
+        return [self.decode_bytes(tokens) for tokens in batch]
+
+    def decode_with_offsets(self, tokens: Sequence[int]) -> tuple[str, list[int]]:
+        """The text and, for each token, the index of the first character holding any of its bytes (a token that
+        starts inside a character belongs to that character). Bytes that are not UTF-8 raise
+        ``UnicodeDecodeError``, as in tiktoken."""
+        pieces = self.decode_tokens_bytes(tokens)
+        offsets, characters = [], 0
+        for piece in pieces:
+            continues_a_character = bool(piece) and 0x80 <= piece[0] < 0xC0
+            offsets.append(max(0, characters - continues_a_character))
+            characters += sum(not 0x80 <= byte < 0xC0 for byte in piece)
+        return b"".join(pieces).decode("utf-8", errors="strict"), offsets
+
+    def token_byte_values(self) -> list[bytes]:
+        """The bytes of every ordinary (mergeable) token, sorted."""
+        return sorted(self.model.ranks)
+
+    def get_vocab(self) -> dict[str, int]:
+        """HF's vocabulary: each ordinary token spelled in the byte-level alphabet (``Ġ`` for a space ...), and the
+        special and added tokens as their text."""
+        from crayon.formats.hf_pretokenize import to_byte_chars
+
+        vocab = {to_byte_chars(token): token_id for token, token_id in self.model.ranks.items()}
+        return {**vocab, **self.added_tokens, **self._special_tokens}
+
+    def token_to_id(self, token: str) -> int | None:
+        """HF's lookup: the id of a token spelled as ``get_vocab`` spells it, or None."""
+        from crayon.formats.hf_pretokenize import from_byte_chars, is_byte_chars
+
+        if token in self._special_tokens or token in self.added_tokens:
+            return self._special_tokens.get(token, self.added_tokens.get(token))
+        return self.model.ranks.get(from_byte_chars(token)) if is_byte_chars(token) else None
+
+    def id_to_token(self, token: int) -> str | None:
+        """HF's reverse lookup: the token of ``token`` as ``get_vocab`` spells it, or None."""
+        from crayon.formats.hf_pretokenize import to_byte_chars
+
+        if token in self._special_bytes:
+            return self._special_bytes[token].decode("utf-8")
+        found = self._ordinary_token_bytes(token)
+        return None if found is None else to_byte_chars(found)

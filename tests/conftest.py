@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from crayon.profiles import OPENAI_ENCODINGS, find_vocabulary_file
-from crayon.formats.tiktoken_io import load_tiktoken_bpe
+from crayon.loading import openai_ranks
+from crayon.profiles import OPENAI_ENCODINGS
 
 CORPORA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
 CORPUS_FILES = ["big.txt", "english_web.txt", "enwik8_head.xml", "multilingual.txt", "python_code.py", "shakespeare.txt"]
@@ -25,7 +25,7 @@ def corpus_text(name: str, limit: int | None = None) -> str:
 
 @functools.lru_cache(maxsize=None)
 def mergeable_ranks(name: str) -> dict[bytes, int]:
-    return load_tiktoken_bpe(find_vocabulary_file(name))
+    return openai_ranks(name)
 
 
 @functools.lru_cache(maxsize=None)

@@ -136,9 +136,9 @@ def test_empty_vocabulary_is_a_lone_root(compile_dat):
 
 def test_vocabulary_layout_notebook_runs():
     """The notebook executes top to bottom (its cells assert that every packing order gives the same ids)."""
-    nbclient = pytest.importorskip("nbclient", reason="install crayon[test] to run the notebook")
-    nbformat = pytest.importorskip("nbformat", reason="install crayon[test] to run the notebook")
-    pytest.importorskip("matplotlib", reason="install crayon[test] to run the notebook")
+    nbclient = pytest.importorskip("nbclient", reason="install crayon-tokenizer[test] to run the notebook")
+    nbformat = pytest.importorskip("nbformat", reason="install crayon-tokenizer[test] to run the notebook")
+    pytest.importorskip("matplotlib", reason="install crayon-tokenizer[test] to run the notebook")
     if not CORPORA_DIR.is_dir():
         pytest.skip(f"shared corpora {CORPORA_DIR} are absent")
     folder = Path(__file__).resolve().parents[1] / "notebooks"

@@ -221,7 +221,7 @@ def test_piece_cache_bucket_hash_matches_reference():
 # ------------------------------------------------------------------------------------------- corrupt tables
 
 
-@pytest.mark.parametrize("table", ["pair_table", "token_rows", "dat_base", "dat_check", "dat_values", "byte_tokens",
+@pytest.mark.parametrize("table", ["pair_table", "token_rows", "dat_rows", "prefix_states", "encoder_flags", "byte_tokens",
                                    "token_offsets", "vocab_index"])
 def test_corrupt_tables_give_errors_or_tokens_never_a_crash(table):
     """Garbage in any table: the kernels answer with an error or (wrong) tokens, and never read outside an array
@@ -269,6 +269,20 @@ def test_tables_of_another_format_are_refused():
         check_bpe_tables(missing)
     with pytest.raises(CartridgeError, match="token_rows"):
         jit_backtrack.check_backtrack_tables({**tables, "token_rows": tables["token_rows"][:, :5].copy()})
+    outside = tables["prefix_states"].copy()
+    outside[ord("a")] = len(tables["dat_rows"])
+    with pytest.raises(CartridgeError, match="prefix_states"):
+        jit_backtrack.check_backtrack_tables({**tables, "prefix_states": outside})
+
+
+def test_stored_derived_tables_are_what_the_dat_and_rows_give():
+    """The tables an engine used to derive at load are built with the others (and stored in cartridges): they are
+    exactly what deriving them again gives."""
+    _, tables = model_and_tables("cl100k_base")
+    dat_rows = jit_backtrack.interleave_dat(tables["dat_base"], tables["dat_check"], tables["dat_values"])
+    assert np.array_equal(tables["dat_rows"], dat_rows)
+    assert np.array_equal(tables["prefix_states"], jit_backtrack.prefix_states(dat_rows))
+    assert tables["encoder_flags"].tolist() == [0, jit_backtrack.late_token(tables["token_rows"])] == [0, -1]
 
 
 

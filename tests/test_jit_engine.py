@@ -133,3 +133,34 @@ def test_a_byte_without_a_token_raises_a_typed_error():
     assert tok.encode_ordinary("plain ascii") == [ord(c) for c in "plain ascii"]
     with pytest.raises(UnknownTokenError, match="has no token"):
         tok.encode_ordinary("café")
+
+
+def test_remembered_short_texts_keep_the_special_token_contract(pair):
+    """``encode`` and ``encode_ordinary`` remember short texts' tokens: a text remembered by one never skips the
+    other's special-token check, a caller's change to a returned list changes nothing, the memory stays bounded."""
+    tok, reference = pair
+    tok = tok.with_backend("jit")  # a memory of its own
+    special = "hi <|endoftext|>"
+    assert tok.encode_ordinary(special) == tok.encode_ordinary(special) == reference.encode_ordinary(special)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="disallowed special token"):
+            tok.encode(special)
+    assert tok.encode(special, allowed_special="all") == reference.encode(special, allowed_special="all")
+    first = tok.encode("hello world")
+    first.append(-1)
+    assert tok.encode("hello world") == reference.encode("hello world")
+    for i in range(crayon.tokenizer.SHORT_TEXTS_KEPT + 10):
+        tok.encode(f"w{i}")
+    assert tok.encode("w5") == reference.encode("w5")
+    assert len(tok._short_encode) <= crayon.tokenizer.SHORT_TEXTS_KEPT
+
+
+def test_short_calls_equal_the_array_path(pair):
+    """One short text is encoded through reusable per-thread arrays; a span longer than the thread's scratch
+    falls back to the general path: both give the general path's tokens."""
+    tok, reference = pair
+    engine = JitEngine(tok, tables=tok.engine.tables)
+    for text in ["", "x", " é" * 40, "a" * 255, "a" * 257 + " b", "好" * 1024, "日本 " * 204, "z" * 1025]:
+        expected = reference.encode_ordinary(text)
+        assert engine.encode_ordinary(text) == expected
+        assert engine.encode_ordinary_array(text).tolist() == expected

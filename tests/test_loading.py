@@ -110,7 +110,7 @@ def test_profiles_compile_once_and_notice_a_changed_vocabulary(isolated_profiles
 def test_trained_profile_in_package_folder(isolated_profiles):
     package, _ = isolated_profiles
     text = corpus_text("shakespeare.txt", 100_000)
-    trained = crayon.train(text, vocab_size=400, progress=False, backend="reference", name="tiny")
+    trained = crayon.train(texts=[text], vocab_size=400, progress=False, backend="reference", name="tiny")
     trained.save(package / "tiny.crayon")
     assert "tiny" in crayon.list_profiles()
     tok = crayon.load("tiny", backend="jit")
@@ -151,7 +151,7 @@ def test_exports_load_in_tiktoken_and_hf(tmp_path):
     from crayon.formats.tiktoken_io import load_tiktoken_bpe
 
     text = corpus_text("english_web.txt", 200_000)
-    tok = crayon.train(text, vocab_size=700, progress=False, special_tokens=("<|endoftext|>",))
+    tok = crayon.train(texts=[text], vocab_size=700, progress=False, special_tokens=("<|endoftext|>",))
     tok.export(tmp_path / "t.tiktoken", format="tiktoken")
     tok.export(tmp_path / "t.json", format="hf")
     exported = tiktoken.Encoding("t", pat_str=tok.pattern, mergeable_ranks=load_tiktoken_bpe(tmp_path / "t.tiktoken"),

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from conftest import corpus_text
 from strategies import tokenizer_text
-from crayon.jit.train import _byte_tokens, _merged_token, count_words_jit, iter_chunks, train_bpe_jit
+from crayon.jit.train import _merged_token, _token_store, byte_vocabulary, count_words_jit, iter_chunks, train_bpe_jit
 from crayon.reference.bpe import BytePairModel
 from crayon.reference.pretokenize import compile_pattern, split_specials
 from crayon.reference.train import Vocabulary, count_words, train_bpe, train_bpe_naive
@@ -82,7 +82,7 @@ def test_a_merge_making_existing_bytes_reuses_their_id():
     abc = vocab.merge(ab, c)
     assert (ab, bc, abc) == (256, 257, 258) and vocab.merge(a, bc) == abc and len(vocab.ranks) == 259
 
-    token_bytes, token_spans, token_hashes, token_table = _byte_tokens(300)
+    token_bytes, token_spans, token_hashes, token_table = _token_store(*byte_vocabulary(), 300)
     n_tokens = 256
     ids = []
     for left, right in [(a, b), (b, c), (ab, c), (a, bc)]:

@@ -1,10 +1,10 @@
-"""Train the shipped profiles `lite` and `standard` on the shared corpora and write them to cartridges/.
+"""Train the shipped profiles `lite` and `standard` on the shared corpora and write them to crayon/cartridges/.
 
-    python tools/build_profiles.py [--corpora ../shared/corpora] [--out cartridges]
+    python tools/build_profiles.py [--corpora ../shared/corpora] [--out crayon/cartridges]
 
 Prints the corpus hash, the training time and a compression table (bytes per token on each corpus, beside
 cl100k_base and o200k_base), and how many of each vocabulary's tokens the corpora use at least 10 times;
-writes the same as JSON to cartridges/profiles.json.
+writes the same as JSON to crayon/cartridges/profiles.json.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     root = Path(__file__).resolve().parents[1]
     parser.add_argument("--corpora", type=Path, default=root.parent / "shared" / "corpora")
-    parser.add_argument("--out", type=Path, default=root / "cartridges")
+    parser.add_argument("--out", type=Path, default=root / "crayon" / "cartridges")
     args = parser.parse_args()
     files = [args.corpora / name for name in CORPUS_FILES]
     texts = {path.name: path.read_text(encoding="utf-8") for path in files}
@@ -45,7 +45,7 @@ def main() -> None:
     tokenizers = {}
     for name, vocab_size in PROFILES.items():
         started = time.perf_counter()
-        tok = crayon.train(files, vocab_size=vocab_size, pattern="o200k_base", special_tokens=("<|endoftext|>",),
+        tok = crayon.train(files=files, vocab_size=vocab_size, pattern="o200k_base", special_tokens=("<|endoftext|>",),
                            progress=False, name=name)
         seconds = time.perf_counter() - started
         args.out.mkdir(exist_ok=True)

@@ -34,7 +34,7 @@ import os
 import warnings
 from pathlib import Path
 
-from crayon.errors import UnsupportedComponentError
+from crayon.errors import FormatError, UnsupportedComponentError
 from crayon.reference.bpe import BytePairModel
 from crayon.formats.hf_pretokenize import (
     ByteLevel,
@@ -61,23 +61,35 @@ _BYTE_PRESERVING_DECODERS = ("ByteLevel", "Fuse")
 def read_hf_tokenizer(path: str | os.PathLike) -> TokenizerSpec:
     """Read an HF ``tokenizer.json`` of a byte-level BPE model (see the module docstring for what is supported)."""
     path = Path(path)
-    with open(path, encoding="utf-8") as handle:
-        config = json.load(handle)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            config = json.load(handle)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise FormatError(f"{path} is not a tokenizer.json (UTF-8 JSON): {error}") from None
     name = path.parent.name if path.stem == "tokenizer" and path.parent.name else path.stem
-    return spec_from_hf(config, name=name or "tokenizer")
+    try:
+        return spec_from_hf(config, name=name or "tokenizer")
+    except (AttributeError, TypeError, KeyError, IndexError) as error:  # a field of the wrong shape
+        raise FormatError(f"{path} is not a well-formed tokenizer.json: {type(error).__name__}: {error}") from None
 
 
 def spec_from_hf(config: dict, *, name: str = "tokenizer") -> TokenizerSpec:
-    """The spec of the parsed JSON object of a ``tokenizer.json``."""
+    """The spec of the parsed JSON object of a ``tokenizer.json``; the model type is checked first, since an
+    unsupported model (WordLevel) is the cause of whatever else does not fit."""
+    if not isinstance(config, dict) or not isinstance(config.get("model"), dict):
+        raise FormatError("a tokenizer.json is a JSON object with a \"model\" object")
+    model_spec = config["model"]
+    kind = model_spec.get("type", "BPE" if "merges" in model_spec else None)
+    if kind not in ("BPE", "WordPiece", "Unigram"):
+        raise UnsupportedComponentError(f"model {kind!r} is not supported (BPE, WordPiece, Unigram)")
     _check_encoding_options(config)
     _check_post_processor(config.get("post_processor"))
-    model_spec = config.get("model") or {}
     normalizer, pretokenizer = pipeline_from_hf(config, byte_level=None)
-    if model_spec.get("type") in ("WordPiece", "Unigram") or not pretokenizer.output_is_byte_chars:
+    if kind != "BPE" or not pretokenizer.output_is_byte_chars:
         return _vocab_model_spec(config, model_spec, name, normalizer, pretokenizer)
+    vocab = _check_bpe_model(model_spec)
     _check_decoder(config.get("decoder"))
 
-    vocab = _check_bpe_model(model_spec)
     special_tokens, added_tokens = _added_tokens(config.get("added_tokens") or [], vocab, normalizer)
     added_ids = set(special_tokens.values()) | set(added_tokens.values())
     ranks = _vocabulary_bytes(vocab, added_ids)
@@ -207,6 +219,8 @@ def _check_bpe_model(spec: dict) -> dict[str, int]:
     if spec.get("byte_fallback"):
         raise UnsupportedComponentError("BPE byte_fallback")
     vocab = spec.get("vocab") or {}
+    if not isinstance(vocab, dict) or not all(isinstance(i, int) for i in vocab.values()):
+        raise FormatError("model.vocab must be an object of token -> integer id")
     if len(set(vocab.values())) != len(vocab):
         raise ValueError("model.vocab gives two tokens the same id")
     missing_bytes = [byte for byte in range(256) if to_byte_chars(bytes([byte])) not in vocab]

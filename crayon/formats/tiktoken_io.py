@@ -5,27 +5,35 @@ from __future__ import annotations
 import base64
 import binascii
 import gzip
+import hashlib
 import os
 
+from crayon.errors import FormatError
 
-def load_tiktoken_bpe(path: str | os.PathLike) -> dict[bytes, int]:
-    """Load mergeable ranks (token bytes -> rank) from a ``.tiktoken`` or ``.tiktoken.gz`` file."""
+
+def load_tiktoken_bpe(path: str | os.PathLike, expected_sha256: str | None = None) -> dict[bytes, int]:
+    """Load mergeable ranks (token bytes -> rank) from a ``.tiktoken`` or ``.tiktoken.gz`` file; with
+    ``expected_sha256``, the (decompressed) content must have that hash."""
     with open(path, "rb") as handle:
         data = handle.read()
     if data[:2] == b"\x1f\x8b":
         data = gzip.decompress(data)
+    if expected_sha256 is not None and hashlib.sha256(data).hexdigest() != expected_sha256:
+        raise ValueError(f"{os.fspath(path)}: sha256 {hashlib.sha256(data).hexdigest()} differs from the expected "
+                         f"{expected_sha256}; the file is damaged, reinstall it")
     ranks: dict[bytes, int] = {}
     for line_number, line in enumerate(data.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             token_b64, rank = line.split()
-            token = base64.b64decode(token_b64, validate=True)
+            # "=" is the empty token (Whisper's files end with one); tiktoken decodes it to b"".
+            token = b"" if token_b64 == b"=" else base64.b64decode(token_b64, validate=True)
             ranks[token] = int(rank)
         except (ValueError, binascii.Error):
-            raise ValueError(f"{os.fspath(path)}:{line_number}: not a '<base64 token> <rank>' line") from None
+            raise FormatError(f"{os.fspath(path)}:{line_number}: not a '<base64 token> <rank>' line") from None
     if len(set(ranks.values())) != len(ranks):
-        raise ValueError(f"{os.fspath(path)}: two tokens share a rank")
+        raise FormatError(f"{os.fspath(path)}: two tokens share a rank")
     return ranks
 
 

@@ -230,7 +230,7 @@ def cuda_status() -> tuple[bool, str]:
     try:
         from numba import cuda
     except ImportError as missing:
-        return False, f"numba-cuda is not installed ({missing}); pip install 'crayon[gpu]'"
+        return False, f"numba-cuda is not installed ({missing}); pip install 'crayon-tokenizer[gpu]'"
     if not cuda.is_available():
         return False, "numba-cuda finds no usable CUDA GPU"
     return True, "the CUDA simulator (NUMBA_ENABLE_CUDASIM=1)" if simulated else "a CUDA GPU"

@@ -383,7 +383,7 @@ def make_engine(tokenizer, **options) -> CudaEngine:
     if not available:
         raise BackendUnavailableError(
             f"backend 'cuda' is unavailable: {reason}. Use backend='jit' (or 'auto'), or run on a machine "
-            "with an NVIDIA GPU and numba-cuda (pip install 'crayon[gpu]')"
+            "with an NVIDIA GPU and numba-cuda (pip install 'crayon-tokenizer[gpu]')"
         )
     if tokenizer.algorithm == "longest":
         return LongestMatchCudaEngine(tokenizer, **options)

@@ -4,14 +4,17 @@ encodes starts without importing numba.
 ``encode_docs_kernel`` and ``encode_spans_kernel`` of ``crayon.jit.kernels`` are the same Python functions the
 numba dispatchers compile; pycc compiles them, with everything they call, for the host CPU and for the argument
 types in ``SIGNATURES``, into one extension module that imports in milliseconds (importing numba and loading its
-first cached kernel take about half a second). The module is built once, the first time an engine needs it, into
-``$CRAYON_KERNEL_DIR`` or ``~/.cache/crayon/kernels``, under a name that changes with the kernels' source, the
-Python and numpy versions and the CPU. Its wrappers release the GIL, as the dispatchers' ``nogil=True`` does.
+first cached kernel take about half a second). The module is built once per machine, the first time an engine
+needs it (or by ``crayon warmup``), into ``kernel_dir()``, under a name that changes with the kernels' source, the
+Python and numpy versions and the CPU. One line on stderr (or the ``crayon`` logger, where logging is configured)
+says that it is compiling. Processes starting together build it once: the build holds a file lock in that folder,
+and the others wait for it. Its wrappers release the GIL, as the dispatchers' ``nogil=True`` does.
 
 The extension checks no argument types: a wrong dtype would be read as the declared one. The engine passes the
 declared types only (``argument_spec`` is how the tests check it). Where the module cannot be built (no C
-compiler, say) the engine warns once and runs the numba dispatchers: the same kernels, the same tokens.
-``CRAYON_AOT=0`` skips it.
+compiler, say) the process that tried warns and records the failure beside the module (``NAME.failed``), so
+later processes run the numba dispatchers without trying again or warning again: the same kernels, the same
+tokens. ``crayon warmup`` tries again; ``CRAYON_AOT=0`` skips the module.
 """
 
 from __future__ import annotations
@@ -20,10 +23,12 @@ import functools
 import hashlib
 import importlib.machinery
 import importlib.util
+import logging
 import os
 import sys
 import tempfile
 import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -49,6 +54,10 @@ SIGNATURES = {
     "encode_spans_kernel": (TEXT, _array("i8"), BPE_TABLES, INT, *BUFFERS, _array("u4")),
 }
 _SOURCES = ("jit", "reference")  # the packages whose modules the kernels call or take constants from
+BUILD_ESTIMATE = "about 25 s"  # measured on a 2-core machine (bench/startup.py)
+LOCK_TIMEOUT_S = 900  # a process waiting for another's build gives up after this and runs the numba kernels
+
+logger = logging.getLogger("crayon")
 
 _lock = threading.Lock()
 _loaded: dict[str, object] = {}
@@ -69,9 +78,35 @@ def argument_spec(value) -> object:
 
 
 def kernel_dir() -> Path:
-    """Where built kernel modules are kept: ``$CRAYON_KERNEL_DIR``, else ``~/.cache/crayon/kernels``."""
+    """Where built kernel modules are kept: ``$CRAYON_KERNEL_DIR``, else ``kernels`` in the user cache folder
+    (``$XDG_CACHE_HOME/crayon/kernels``, default ``~/.cache/crayon/kernels``, on Linux)."""
     folder = os.environ.get("CRAYON_KERNEL_DIR")
-    return Path(folder) if folder else Path.home() / ".cache" / "crayon" / "kernels"
+    if folder:
+        return Path(folder)
+    import platformdirs
+
+    return platformdirs.user_cache_path("crayon", appauthor=False) / "kernels"
+
+
+def module_path() -> Path:
+    """The file of the compiled kernel module for this source, Python, numpy and CPU."""
+    return kernel_dir() / (module_name() + importlib.machinery.EXTENSION_SUFFIXES[0])
+
+
+def _failure_path(path: Path) -> Path:
+    return path.with_name(module_name() + ".failed")
+
+
+def _lock_path(path: Path) -> Path:
+    return path.with_name(module_name() + ".lock")
+
+
+def _tell(message: str) -> None:
+    """One line for the user: to the ``crayon`` logger where logging is configured, else to stderr."""
+    if logger.hasHandlers():
+        logger.info(message)
+    else:
+        print(message, file=sys.stderr, flush=True)
 
 
 @functools.cache
@@ -108,29 +143,93 @@ def _host_cpu() -> str:
 
 def load_kernels():
     """The compiled kernel module for this source, Python, numpy and CPU, built first if missing; None if it
-    cannot be built (a warning says why, once per process) or ``CRAYON_AOT=0``."""
+    cannot be built (a warning says why, once per machine where the failure can be recorded) or ``CRAYON_AOT=0``."""
     if os.environ.get("CRAYON_AOT", "1") == "0":
         return None
     name = module_name()
     with _lock:
         if name in _loaded:
             return _loaded[name]
-        path = kernel_dir() / (name + importlib.machinery.EXTENSION_SUFFIXES[0])
+        if _build_failure:
+            return None
+        path = module_path()
         module = _import(name, path)
-        if module is None and not _build_failure:
+        if module is None:
             try:
-                build_kernels(name, path)
-                module = _import(name, path)
-                if module is None:
-                    raise ImportError(f"{path} was built but does not load")
+                module = _build_once(name, path)
             except Exception as error:  # a compiler or pycc problem: the numba dispatchers still run
                 _build_failure.append(f"{type(error).__name__}: {error}")
+                recorded = not isinstance(error, TimeoutError) and _record_failure(path, _build_failure[0])
                 warnings.warn(f"crayon could not build its ahead-of-time kernels ({_build_failure[0]}); using numba's "
-                              "jit kernels (same tokens, slower start). CRAYON_AOT=0 skips the attempt.",
+                              f"jit kernels (same tokens, slower start). "
+                              + ("Not retried on this machine: `crayon warmup` retries. " if recorded else "")
+                              + "CRAYON_AOT=0 skips the attempt; CRAYON_KERNEL_DIR names a writable folder for them.",
                               RuntimeWarning, stacklevel=3)
+            if module is None and not _build_failure:  # a failure recorded by an earlier process: no new warning
+                try:
+                    _build_failure.append(_failure_path(path).read_text(errors="replace"))
+                except OSError as error:
+                    _build_failure.append(str(error))
+                logger.debug("crayon: the kernels failed to build before (%s); using numba's", _build_failure[0])
         if module is not None:
             _loaded[name] = module
         return module
+
+
+def _build_once(name: str, path: Path, *, retry_failed: bool = False):
+    """Build the module under a file lock beside it, unless another process built it meanwhile; None where a
+    failed build is recorded there (and ``retry_failed`` is false)."""
+    from filelock import FileLock, Timeout
+
+    if _failure_path(path).is_file() and not retry_failed:
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(_lock_path(path))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        _tell(f"crayon: waiting for another process to finish compiling the encoding kernels in {path.parent}")
+        try:
+            lock.acquire(timeout=LOCK_TIMEOUT_S)
+        except Timeout:
+            raise TimeoutError(f"{_lock_path(path)} was held for {LOCK_TIMEOUT_S} s") from None
+    try:
+        module = _import(name, path)
+        if module is not None or (_failure_path(path).is_file() and not retry_failed):
+            return module
+        _tell(f"crayon: compiling the encoding kernels for this machine, once ({BUILD_ESTIMATE}) into {path.parent}")
+        started = time.perf_counter()
+        build_kernels(name, path)
+        module = _import(name, path)
+        if module is None:
+            raise ImportError(f"{path} was built but does not load")
+        _failure_path(path).unlink(missing_ok=True)
+        logger.info("crayon: compiled the encoding kernels in %.1f s", time.perf_counter() - started)
+        return module
+    finally:
+        lock.release()
+
+
+def _record_failure(path: Path, reason: str) -> bool:
+    """Write why the build failed beside the module, so that other processes neither retry nor warn again."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as temporary:
+            temporary.write(reason)
+        os.replace(temporary.name, _failure_path(path))
+        return True
+    except OSError:
+        return False
+
+
+def warmup() -> Path:
+    """Build the compiled kernels now if they are missing, retrying a build recorded as failed; return the
+    module's path. An error (no C compiler, say) is raised, not warned."""
+    name, path = module_name(), module_path()
+    with _lock:
+        _build_failure.clear()
+        _loaded[name] = _import(name, path) or _build_once(name, path, retry_failed=True)
+    return path
 
 
 def _digest_path(path: Path) -> Path:
@@ -157,9 +256,10 @@ def _import(name: str, path: Path):
     return module
 
 
-def build_kernels(name: str, path: Path) -> None:
+def build_kernels(name: str, path: Path, target_cpu: str | None = None) -> None:
     """Compile the kernels with pycc into the extension ``path`` and record its sha256 beside it (each written to a
-    temporary file, then renamed, so a concurrent process never loads half a file)."""
+    temporary file, then renamed, so a concurrent process never loads half a file). ``target_cpu``: an LLVM CPU
+    name ("x86-64" for any x86-64, as a portable build would use); default the host's."""
     import llvmlite.binding as llvm
     from numba import types
     from numba.core.compiler import Flags
@@ -185,7 +285,7 @@ def build_kernels(name: str, path: Path) -> None:
     with tempfile.TemporaryDirectory(dir=path.parent) as building:
         compiler = CC(name, source_module=kernels)
         compiler.output_dir = building
-        compiler.target_cpu = llvm.get_host_cpu_name()
+        compiler.target_cpu = target_cpu or llvm.get_host_cpu_name()
         compiler.use_nrt = False  # the kernels allocate nothing
         for kernel, signature in SIGNATURES.items():
             compiler.export(kernel, types.int64(*(_numba_type(spec) for spec in signature)))(

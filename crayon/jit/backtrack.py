@@ -9,7 +9,13 @@ Tables (``build_backtrack_tables``, added to the BPE tables of ``crayon.jit.bpe`
   for an id that is no token), ``FORMED_AT`` (the rank of that last merge; -1 for single bytes and
   unreachable tokens); the other columns are 0.
 * ``dat_base``, ``dat_check``, ``dat_values`` int32: a double-array trie of the reachable tokens
-  (``crayon.reference.dat`` describes the format), walked for longest-prefix matches.
+  (``crayon.reference.dat`` describes the format), and the same trie as the kernels walk it for longest-prefix
+  matches: ``dat_rows`` (``interleave_dat``) and ``prefix_states`` (``prefix_states``).
+* ``encoder_flags`` int64[2]: ``[whole_spans, late_token]``: whole_spans 1 where the whole-span lookup can return
+  a token BPE never produces (so the kernels look whole spans up), late_token the first token breaking the
+  exactness condition of ``backtracking_violation``, or -1.
+
+A cartridge stores them all, so an engine derives nothing at load.
 
 The splits here come from running the merge loop on every token (the ground truth); the reference derives
 them the way the ``bpe`` crate does, and the tests check that both agree. Each thread keeps a memo of
@@ -26,7 +32,7 @@ from crayon.jit.dat import compile_dat
 from crayon.jit.lazy import njit
 from crayon.jit.status import CORRUPT_TABLES, UNKNOWN_BYTE
 
-BACKTRACK_TABLE_NAMES = ("token_rows", "dat_base", "dat_check", "dat_values")
+BACKTRACK_TABLE_NAMES = ("token_rows", "dat_base", "dat_check", "dat_values", "dat_rows", "prefix_states", "encoder_flags")
 LENGTH, NEXT_PREFIX, SPLIT_LEFT, SPLIT_RIGHT, FORMED_AT = range(5)
 ROW_WIDTH = 8
 
@@ -115,18 +121,23 @@ def _next_prefixes(dat_rows, starts, token_offsets, token_bytes, rows):
             rows[token, NEXT_PREFIX] = longest_token(dat_rows, token_bytes, first, last - 1, starts)
 
 
-def build_backtrack_tables(tables: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The backtracking encoder's tables for the BPE tables of ``crayon.jit.bpe.build_bpe_tables``."""
-    offsets, token_bytes = tables["token_offsets"], tables["token_bytes"]
+def build_backtrack_tables(model_tables: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The backtracking encoder's tables for the BPE tables of ``crayon.jit.tables.build_bpe_tables``."""
+    offsets, token_bytes = model_tables["token_offsets"], model_tables["token_bytes"]
     rows = np.zeros((len(offsets) - 1, ROW_WIDTH), np.int32)
-    _canonical_splits(tables["byte_tokens"], tables["pair_table"], offsets, token_bytes, rows)
+    _canonical_splits(model_tables["byte_tokens"], model_tables["pair_table"], offsets, token_bytes, rows)
     reachable = np.flatnonzero(rows[:, SPLIT_LEFT] >= 0)
     spelled = token_bytes.tobytes()
     base, check, values = compile_dat([spelled[offsets[t] : offsets[t + 1]] for t in reachable], reachable.tolist())
     base, check, values = (np.ascontiguousarray(array, dtype=np.int32) for array in (base, check, values))
     dat_rows = interleave_dat(base, check, values)
-    _next_prefixes(dat_rows, prefix_states(dat_rows), offsets, token_bytes, rows)
-    return {"token_rows": rows, "dat_base": base, "dat_check": check, "dat_values": values}
+    starts = prefix_states(dat_rows)
+    _next_prefixes(dat_rows, starts, offsets, token_bytes, rows)
+    tables = {"token_rows": rows, "dat_base": base, "dat_check": check, "dat_values": values, "dat_rows": dat_rows,
+              "prefix_states": starts}
+    whole_spans = bool((whole_span_tokens({**tables, **model_tables}) & ~(rows[:, SPLIT_LEFT] >= 0)).any())
+    tables["encoder_flags"] = np.array([whole_spans, late_token(rows)], np.int64)
+    return tables
 
 
 def whole_span_tokens(tables: dict[str, np.ndarray]) -> np.ndarray:
@@ -147,6 +158,26 @@ def check_backtrack_tables(tables: dict[str, np.ndarray]) -> None:
         raise CartridgeError("the DAT tables are missing or not 1-D int32 arrays")
     if not len(arrays[0]) == len(arrays[1]) == len(arrays[2]) >= 1:
         raise CartridgeError("the DAT tables differ in length")
+    dat_rows, starts, flags = (tables.get(name) for name in ("dat_rows", "prefix_states", "encoder_flags"))
+    if not isinstance(dat_rows, np.ndarray) or dat_rows.dtype != np.int32 or dat_rows.shape != (len(arrays[0]), 4):
+        raise CartridgeError(f"table 'dat_rows' is missing or not int32[{len(arrays[0])}, 4]")
+    if not isinstance(starts, np.ndarray) or starts.dtype != np.int32 or starts.shape != (256 + 65536,):
+        raise CartridgeError("table 'prefix_states' is missing or not int32[65792]")
+    if starts.min() < -1 or starts.max() >= len(dat_rows):  # the walk indexes dat_rows with these unchecked
+        raise CartridgeError("table 'prefix_states' holds states outside the DAT")
+    if not isinstance(flags, np.ndarray) or flags.dtype != np.int64 or flags.shape != (2,) or not -1 <= flags[1] < n_ids:
+        raise CartridgeError("table 'encoder_flags' is missing, not int64[2] or names no token")
+    for name in ("token_rows", "dat_rows", "prefix_states", "encoder_flags"):
+        if not tables[name].flags.c_contiguous:
+            raise CartridgeError(f"table {name!r} is not contiguous")
+
+
+def late_token(rows: np.ndarray) -> int:
+    """The first token formed no later than a half of its canonical split (see ``backtracking_violation``), or -1."""
+    left, right, formed_at = rows[:, SPLIT_LEFT], rows[:, SPLIT_RIGHT], rows[:, FORMED_AT]
+    composite = np.flatnonzero((left >= 0) & (left != np.arange(len(rows))))
+    late = (formed_at[composite] <= formed_at[left[composite]]) | (formed_at[composite] <= formed_at[right[composite]])
+    return int(composite[np.argmax(late)]) if late.any() else -1
 
 
 def backtracking_violation(tables: dict[str, np.ndarray]) -> str | None:
@@ -155,19 +186,17 @@ def backtracking_violation(tables: dict[str, np.ndarray]) -> str | None:
     The condition: every token BPE can produce is formed after both halves of its canonical split
     (``FORMED_AT`` of the token > ``FORMED_AT`` of its left and of its right half), so that a token's rank is the
     time at which it appears. Merge ranks learnt by BPE training satisfy it; a hand-edited vocabulary may not.
+    The token breaking it is found when the tables are built (``encoder_flags``), so this reads one row.
     """
+    token = int(tables["encoder_flags"][1])
+    if token < 0:
+        return None
     rows = tables["token_rows"]
-    left, right, formed_at = rows[:, SPLIT_LEFT], rows[:, SPLIT_RIGHT], rows[:, FORMED_AT]
-    composite = np.flatnonzero((left >= 0) & (left != np.arange(len(rows))))
-    late = (formed_at[composite] <= formed_at[left[composite]]) | (formed_at[composite] <= formed_at[right[composite]])
-    if late.any():
-        token = int(composite[np.argmax(late)])
-        return (
-            f"token {token} is formed at rank {formed_at[token]} from tokens {left[token]} and {right[token]}, "
-            f"formed at ranks {formed_at[left[token]]} and {formed_at[right[token]]}: its rank is not the time "
-            "it appears"
-        )
-    return None
+    left, right, formed_at = rows[token, SPLIT_LEFT], rows[token, SPLIT_RIGHT], rows[:, FORMED_AT]
+    return (
+        f"token {token} is formed at rank {formed_at[token]} from tokens {left} and {right}, "
+        f"formed at ranks {formed_at[left]} and {formed_at[right]}: its rank is not the time it appears"
+    )
 
 
 @njit(cache=True, _nrt=False)

@@ -24,11 +24,12 @@ from typing import Sequence
 
 import numpy as np
 
-from crayon.errors import BackendUnavailableError, CartridgeError, UnsupportedComponentError
+from crayon.errors import BackendUnavailableError, CartridgeError, UnknownTokenError, UnsupportedComponentError
 from crayon.jit import aot
 from crayon.jit import kernels as jit_kernels
 from crayon.jit.backtrack import backtracking_violation, check_backtrack_tables, new_validity_memo
 from crayon.jit.cache import new_piece_cache
+from crayon.jit.cores import available_cores
 from crayon.jit.kernels import ENCODERS, SPAN_BATCH
 from crayon.jit.pretokenize import PATTERN_IDS, jit_pattern_of, unicode_tables
 from crayon.jit.regex_vm import compiled_splits_of
@@ -44,6 +45,10 @@ __all__ = ["JitEngine", "make_engine", "tables_for", "DEFAULT_ENCODER", "KERNEL_
 
 DEFAULT_ENCODER = "backtrack"
 MEMO_SLOTS = 1 << 18
+SMALL_CACHE_BUCKETS, SMALL_MEMO_SLOTS = 1 << 10, 1 << 12  # a thread's first cache and memo (64 KB, 32 KB)
+FEW_TOKENS = 32  # as_list converts this many tokens or fewer directly (measured faster than through id_objects)
+SHORT_CALL_BYTES = 4096  # one text up to this long is encoded in reusable per-thread arrays
+GROW_AFTER_BYTES = 1 << 16  # then full-size ones (2 MB each) once the thread has encoded this much text
 KERNEL_CHOICES = ("auto", "aot", "numba")
 
 
@@ -53,6 +58,21 @@ def scratch_capacity(scratch: np.ndarray, alive: np.ndarray) -> int:
 
 
 _TABLES_OF_MODEL: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_id_objects = np.empty(0, dtype=object)
+_id_objects_lock = threading.Lock()
+
+
+def id_objects(n_ids: int) -> np.ndarray:
+    """An object array whose entry i is the int i, for ids 0..n_ids-1: one array for the whole process, grown to
+    the largest vocabulary seen, so that a newly loaded tokenizer does not build its own."""
+    global _id_objects
+    table = _id_objects
+    if len(table) < n_ids:
+        with _id_objects_lock:
+            if len(_id_objects) < n_ids:
+                _id_objects = np.array(range(n_ids), dtype=object)
+            table = _id_objects
+    return table[:n_ids]
 
 
 def tables_for(model) -> dict[str, np.ndarray]:
@@ -86,12 +106,13 @@ class JitEngine:
         self._encoder_id = ENCODERS[encoder]
         self._cache_buckets, self._memo_slots = cache_buckets, memo_slots
         self._local = threading.local()
-        self._id_objects = None
+        self._ids = None  # id_objects for this vocabulary, taken at the first encode
         known = jit_pattern_of(tokenizer)
         self.pattern_id = None if known is None else PATTERN_IDS[known]
         self._char_tables = None if known is None else unicode_tables()
         self._normalizer = tokenizer.normalizer
         self._pretokenizer = tokenizer.pretokenizer
+        self._reference_model = lambda: tokenizer.model  # built on first use for a cartridge's tokenizer
         self.compiled_splits = None if known is not None else compiled_splits_of(tokenizer.pretokenizer)
         if kernels not in KERNEL_CHOICES:
             raise ValueError(f"unknown kernels {kernels!r}; choose one of {', '.join(KERNEL_CHOICES)}")
@@ -119,13 +140,22 @@ class JitEngine:
         """"aot" (the compiled extension) or "numba" (the dispatchers): which kernels ``kernels`` is."""
         return "numba" if self.kernels is jit_kernels else "aot"
 
-    def _buffers(self, longest_span: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """This thread's (piece cache, validity memo, scratch, alive), the scratch grown to hold ``longest_span``."""
+    def _buffers(self, longest_span: int = 0, text_bytes: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """This thread's (piece cache, validity memo, scratch, alive), the scratch grown to hold ``longest_span``.
+
+        A thread starts with a small cache and memo (a tokenizer loaded for a few short calls allocates little)
+        and gets full-size ones, empty, once it has encoded ``GROW_AFTER_BYTES`` with this engine."""
         local = self._local
         if not hasattr(local, "cache"):
-            local.cache, local.memo = new_piece_cache(self._cache_buckets), new_validity_memo(self._memo_slots)
+            local.encoded, local.full_size = 0, False
+            local.cache = new_piece_cache(min(self._cache_buckets, SMALL_CACHE_BUCKETS))
+            local.memo = new_validity_memo(min(self._memo_slots, SMALL_MEMO_SLOTS))
             local.scratch, local.alive = np.empty(5 * 256, np.int64), np.empty(256 + 1, np.uint8)
-        if longest_span > scratch_capacity(local.scratch, local.alive):
+        local.encoded += text_bytes
+        if local.encoded >= GROW_AFTER_BYTES and not local.full_size:
+            local.cache, local.memo = new_piece_cache(self._cache_buckets), new_validity_memo(self._memo_slots)
+            local.full_size = True
+        if longest_span > 256 and longest_span > scratch_capacity(local.scratch, local.alive):
             capacity = max(longest_span, 2 * scratch_capacity(local.scratch, local.alive))
             local.scratch, local.alive = np.empty(5 * capacity, np.int64), np.empty(capacity + 1, np.uint8)
         return local.cache, local.memo, local.scratch, local.alive
@@ -142,9 +172,10 @@ class JitEngine:
         classes = np.empty(int(np.diff(doc_offsets[first : last + 1]).max(initial=0)), np.uint8)
         ends = np.empty(SPAN_BATCH, np.int64)
         resume = np.array([first, 0, 0, 0, 0, first], np.int64)
-        needed = 0
+        needed, text_bytes = 0, len(out)
         while True:
-            buffers = self._buffers(needed) + (classes, ends)
+            buffers = self._buffers(needed, text_bytes) + (classes, ends)
+            text_bytes = 0
             status = self.kernels.encode_docs_kernel(data, doc_offsets, last, self.pattern_id, self._char_tables,
                                                      self.kernel_tables, self._encoder_id, buffers, out, counts, resume)
             if status != NEED_SCRATCH:
@@ -153,6 +184,28 @@ class JitEngine:
         if status < 0:
             raise_for_status(status, data, self.tables["byte_tokens"])
         return out[:status], counts
+
+    def _encode_short(self, encoded: bytes) -> list[int] | None:
+        """Tokens of one text of at most ``SHORT_CALL_BYTES`` through this thread's reusable arrays (a call
+        allocates only its list), or None where a span is longer than the thread's scratch holds."""
+        local = self._local
+        arrays = getattr(local, "short_call", None)
+        if arrays is None:
+            arrays = local.short_call = (
+                np.zeros(2, np.int64), np.zeros(1, np.int64), np.empty(SHORT_CALL_BYTES, np.uint8),
+                np.empty(SPAN_BATCH, np.int64), np.zeros(6, np.int64), np.empty(SHORT_CALL_BYTES, np.uint32))
+        doc_offsets, counts, classes, ends, resume, out = arrays
+        doc_offsets[1] = len(encoded)
+        resume.fill(0)
+        data = np.frombuffer(encoded, np.uint8)
+        status = (self._kernels or self.kernels).encode_docs_kernel(
+            data, doc_offsets, 1, self.pattern_id, self._char_tables, self.kernel_tables, self._encoder_id,
+            self._buffers(0, len(encoded)) + (classes, ends), out, counts, resume)
+        if status == NEED_SCRATCH:
+            return None
+        if status < 0:
+            raise_for_status(status, data, self.tables["byte_tokens"])
+        return self.as_list(out[:status])
 
     def _split(self, text: str) -> list[bytes]:
         if self._normalizer is not None:
@@ -168,38 +221,60 @@ class JitEngine:
         """Tokens (uint32) of the spans data[ends[i - 1]:ends[i]] (from 0) of read-only UTF-8 ``data``."""
         out = np.empty(len(data), np.uint32)
         status = self.kernels.encode_spans_kernel(data, ends, self.kernel_tables, self._encoder_id,
-                                                  *self._buffers(int(np.diff(ends, prepend=0).max(initial=0))), out)
+                                                  *self._buffers(int(np.diff(ends, prepend=0).max(initial=0)), len(data)), out)
         if status < 0:
             raise_for_status(status, data, self.tables["byte_tokens"])
         return out[:status]
 
     def encode_ordinary_array(self, text: str) -> np.ndarray:
         """Tokens of ordinary text as a uint32 array."""
-        if self.pattern_id is None and self.compiled_splits is not None:
-            if self._normalizer is not None:
-                text = self._normalizer(text)
-            return self.encode_span_ends(*self.compiled_splits(self.compiled_splits.prepare(text)))
-        if self.pattern_id is None:
-            return self.encode_spans(self._split(text))
-        encoded = text.encode("utf-8")
-        tokens, _ = self._encode_docs(np.frombuffer(encoded, np.uint8), np.array([0, len(encoded)], np.int64), 0, 1)
-        return tokens
+        try:
+            if self.pattern_id is None and self.compiled_splits is not None:
+                normalized = text if self._normalizer is None else self._normalizer(text)
+                return self.encode_span_ends(*self.compiled_splits(self.compiled_splits.prepare(normalized)))
+            if self.pattern_id is None:
+                return self.encode_spans(self._split(text))
+            encoded = text.encode("utf-8")
+            data = np.frombuffer(encoded, np.uint8)
+            tokens, _ = self._encode_docs(data, np.array([0, len(encoded)], np.int64), 0, 1)
+            return tokens
+        except UnknownTokenError:
+            return self._encode_without_byte_tokens(text)
+
+    def _encode_without_byte_tokens(self, text: str) -> np.ndarray:
+        """A text holding a byte that is no token of its own (the kernels start every span from byte tokens):
+        the reference model's merges, which give tiktoken's tokens or raise where tiktoken fails too."""
+        model = self._reference_model()
+        return np.array([token for span in self._split(text) for token in model.encode_span(span)], np.uint32)
 
     def encode_ordinary(self, text: str) -> list[int]:
+        if self.pattern_id is not None and len(text) <= SHORT_CALL_BYTES // 4:  # so at most SHORT_CALL_BYTES bytes
+            try:
+                tokens = self._encode_short(text.encode("utf-8"))
+            except UnknownTokenError:
+                tokens = None  # encode_ordinary_array takes the reference merges for bytes without a token
+            if tokens is not None:
+                return tokens
         return self.as_list(self.encode_ordinary_array(text))
 
     def as_list(self, tokens: np.ndarray) -> list[int]:
-        """``tokens.tolist()``, twice as fast: the list shares one Python int per id instead of making each anew."""
-        if self._id_objects is None:
-            self._id_objects = np.array(range(len(self.tables["token_offsets"]) - 1), dtype=object)
+        """``tokens.tolist()``, checked: a few tokens are converted directly; more are taken from ``id_objects``,
+        twice as fast as ``tolist``, the list sharing one Python int per id instead of making each anew."""
+        if self._ids is None:
+            self._ids = id_objects(len(self.tables["token_offsets"]) - 1)
+        if len(tokens) <= FEW_TOKENS:
+            ids = tokens.tolist()
+            if ids and max(ids) >= len(self._ids):
+                raise CartridgeError("the BPE tables are corrupt: a token id outside the vocabulary came out")
+            return ids
         try:
-            return self._id_objects.take(tokens).tolist()
+            return self._ids.take(tokens).tolist()
         except IndexError:
             raise CartridgeError("the BPE tables are corrupt: a token id outside the vocabulary came out") from None
 
     def encode_ordinary_flat(self, texts: Sequence[str], num_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """All texts' tokens in one uint32 array and int64 offsets: text i is tokens[offsets[i]:offsets[i + 1]]."""
-        if self.pattern_id is None:
+        if self.pattern_id is None or (self.tables["byte_tokens"] < 0).any():
             return flat_from_arrays([self.encode_ordinary_array(text) for text in texts])
         encoded = [text.encode("utf-8") for text in texts]
         data = np.frombuffer(b"".join(encoded), np.uint8)
@@ -225,7 +300,7 @@ class JitEngine:
 
 
 def _threads(num_threads: int | None, n_texts: int) -> int:
-    wanted = (os.cpu_count() or 1) if num_threads is None else num_threads
+    wanted = available_cores() if num_threads is None else num_threads
     if wanted < 1:
         raise ValueError(f"num_threads must be at least 1, not {num_threads}")
     return max(1, min(wanted, n_texts))

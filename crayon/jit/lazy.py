@@ -14,10 +14,12 @@ from __future__ import annotations
 import functools
 import sys
 import threading
+import warnings
 
 _pending: list["LazyKernel"] = []
 _lock = threading.RLock()
 _numba = None
+_warned_no_cache = False
 
 
 class LazyKernel:
@@ -57,9 +59,29 @@ def njit(function=None, **options):
     """``numba.njit`` with the same options, but numba is imported when the kernel is first used."""
 
     def decorate(py_func):
-        return _lazy(py_func, lambda numba, func: numba.njit(**options)(func))
+        return _lazy(py_func, lambda numba, func: _dispatcher(numba, func, options))
 
     return decorate if function is None else decorate(function)
+
+
+def _dispatcher(numba, py_func, options: dict):
+    """``numba.njit(**options)(py_func)``; where ``cache=True`` finds nowhere to write (no writable
+    ``__pycache__`` beside the package, no writable ``NUMBA_CACHE_DIR`` or home), the kernel is compiled in each
+    process instead (slower to start, the same kernel) and a warning, once, names the fix."""
+    try:
+        return numba.njit(**options)(py_func)
+    except RuntimeError as error:
+        if not options.get("cache") or "no locator" not in str(error):
+            raise
+        global _warned_no_cache
+        if not _warned_no_cache:
+            _warned_no_cache = True
+            warnings.warn(
+                "numba has nowhere to cache crayon's kernels (the package folder and the home folder are not "
+                "writable), so each process compiles them again; set NUMBA_CACHE_DIR to a writable folder to cache "
+                "them", RuntimeWarning, stacklevel=2,
+            )
+        return numba.njit(**{**options, "cache": False})(py_func)
 
 
 def intrinsic(function):

@@ -13,12 +13,12 @@ than it saves (``bench/longest.py`` prints both; the ids are the same either way
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 import numpy as np
 
+from crayon.jit.cores import available_cores
 from crayon.jit.dat import check_dat_arrays
 from crayon.jit.lazy import njit
 from crayon.jit.pretokenize import jit_pattern_of, span_ends
@@ -58,8 +58,8 @@ class LongestMatchEngine:
         return self.encode_ordinary_array(text).tolist()
 
     def encode_ordinary_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
-        """Ids of each text; ``num_threads`` threads (default: one per core) share the texts."""
-        threads = (os.cpu_count() or 1) if num_threads is None else num_threads
+        """Ids of each text; ``num_threads`` threads (default: ``available_cores()``) share the texts."""
+        threads = available_cores() if num_threads is None else num_threads
         if threads < 1:
             raise ValueError(f"num_threads must be at least 1, not {num_threads}")
         if threads == 1 or len(texts) < 2:

@@ -41,7 +41,8 @@ from crayon.jit.lazy import njit
 from crayon.patterns import pattern_name
 
 R50K, CL100K, O200K = 0, 1, 2
-PATTERN_IDS = {"r50k_base": R50K, "p50k_base": R50K, "gpt2": R50K, "cl100k_base": CL100K, "o200k_base": O200K}
+PATTERN_IDS = {"r50k_base": R50K, "p50k_base": R50K, "p50k_edit": R50K, "gpt2": R50K, "cl100k_base": CL100K,
+               "o200k_base": O200K}
 
 # Property bits of a character class.
 LETTER = 1 << 0

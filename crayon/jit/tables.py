@@ -13,7 +13,8 @@
   empty), for the whole-span lookup.
 * ``settings`` int64[2]: ``[whole_span_lookup, TABLES_VERSION]`` (whole_span_lookup 1: a span that is a token is
   that token, as in tiktoken; the version changes whenever the layout of any table does).
-* the backtracking encoder's tables, from ``crayon.jit.backtrack.build_backtrack_tables``.
+* the backtracking encoder's tables, from ``crayon.jit.backtrack.build_backtrack_tables`` (among them what an
+  engine would otherwise derive at load: the interleaved DAT, its prefix states and the ``encoder_flags``).
 * ``short_tokens`` uint64[capacity, 4]: the tokens of 2 to 16 bytes a span spelling them encodes to, keyed like
   the piece cache (``crayon.jit.cache.build_short_tokens``).
 
@@ -25,14 +26,14 @@ from __future__ import annotations
 import numpy as np
 
 from crayon.errors import CartridgeError
-from crayon.jit.backtrack import SPLIT_LEFT, build_backtrack_tables, interleave_dat, prefix_states, whole_span_tokens
+from crayon.jit.backtrack import build_backtrack_tables, whole_span_tokens
 from crayon.jit.bpe import EMPTY, fill_pair_table, fill_vocab_index, table_capacity, tiktoken_pairs
 from crayon.jit.cache import build_short_tokens
 from crayon.reference.bpe import BytePairModel
 
 __all__ = ["TABLES_VERSION", "BPE_TABLE_NAMES", "build_bpe_tables", "check_bpe_tables", "kernel_tables"]
 
-TABLES_VERSION = 3
+TABLES_VERSION = 4
 BPE_TABLE_NAMES = ("byte_tokens", "pair_table", "token_offsets", "token_bytes", "vocab_index", "settings", "short_tokens")
 
 
@@ -100,7 +101,7 @@ def check_bpe_tables(tables: dict[str, np.ndarray]) -> None:
     if tables["pair_table"].shape[1] != 2 or tables["byte_tokens"].shape[0] != 256 or tables["short_tokens"].shape[1] != 4:
         raise CartridgeError("BPE tables have the wrong shape")
     offsets = tables["token_offsets"]
-    if offsets.shape[0] < 1 or offsets[0] != 0 or offsets[-1] != len(tables["token_bytes"]) or (np.diff(offsets) < 0).any():
+    if offsets.shape[0] < 1 or offsets[0] != 0 or offsets[-1] != len(tables["token_bytes"]) or (offsets[1:] < offsets[:-1]).any():
         raise CartridgeError("BPE table 'token_offsets' does not cut 'token_bytes' into tokens")
     if tables["settings"].shape[0] != 2 or tables["settings"][1] != TABLES_VERSION:
         raise CartridgeError(
@@ -111,17 +112,16 @@ def check_bpe_tables(tables: dict[str, np.ndarray]) -> None:
 
 def kernel_tables(tables: dict[str, np.ndarray]) -> tuple:
     """The tuple the kernels take: (byte_tokens, pair_table, token_offsets, token_bytes, vocab_index, whole_spans,
-    token_rows, dat_rows, short_tokens, prefix_states(dat_rows)).
+    token_rows, dat_rows, short_tokens, prefix_states), read-only views of the tables (nothing is derived here).
 
-    A span that is a reachable token encodes to that token anyway, so ``whole_spans[0]`` (look whole spans up in
-    ``vocab_index``) is set only where the model has the whole-span lookup and some token is unreachable; spans of
-    up to 16 bytes are looked up in ``short_tokens``, which holds the tokens the lookup may return.
+    A span that is a reachable token encodes to that token anyway, so ``whole_spans[0]`` (``encoder_flags[0]``:
+    look whole spans up in ``vocab_index``) is set only where the model has the whole-span lookup and some token
+    is unreachable; spans of up to 16 bytes are looked up in ``short_tokens``, which holds the tokens the lookup
+    may return.
     """
-    reachable = tables["token_rows"][:, SPLIT_LEFT] >= 0
-    whole_spans = np.array([bool((whole_span_tokens(tables) & ~reachable).any())], np.int64)
-    dat_rows = interleave_dat(tables["dat_base"], tables["dat_check"], tables["dat_values"])
     arrays = tuple(tables[name] for name in BPE_TABLE_NAMES[:5]) + (
-        whole_spans, tables["token_rows"], dat_rows, tables["short_tokens"], prefix_states(dat_rows))
+        tables["encoder_flags"][:1], tables["token_rows"], tables["dat_rows"], tables["short_tokens"],
+        tables["prefix_states"])
     return tuple(_read_only(array) for array in arrays)
 
 

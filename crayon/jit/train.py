@@ -18,19 +18,25 @@ import concurrent.futures
 import os
 import threading
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import regex
 
+from crayon.cartridge import VOCAB_BYTES, VOCAB_OFFSETS, vocab_sections
+from crayon.jit.cores import available_cores
 from crayon.jit.lazy import njit
 from crayon.jit.pretokenize import PATTERN_IDS, split_spans
 from crayon.patterns import pattern_name, resolve_pattern
+from crayon.reference.bpe import BytePairModel
 from crayon.reference.pretokenize import split_specials
 from crayon.reference.train import (
     N_BYTES,
+    Extension,
+    Splitter,
     TrainResult,
     Vocabulary,
+    check_extension,
     check_settings,
     count_spans,
     words_of_spans,
@@ -81,17 +87,57 @@ def train_bpe_jit(
     return vocab.result([(int(left), int(right)) for left, right in merges], specials, pattern)
 
 
+def extend_bpe_jit(
+    texts_or_files: str | os.PathLike | Iterable[str | os.PathLike],
+    model: BytePairModel,
+    n_new_tokens: int,
+    *,
+    first_id: int,
+    encode_spans: Callable[[list[bytes]], np.ndarray],
+    pattern: str | Splitter = "cl100k_base",
+    special_tokens: Sequence[str] = (),
+    progress: bool = False,
+    workers: int | None = None,
+) -> Extension:
+    """Continue BPE training from ``model``; the same result as ``crayon.reference.train.extend_bpe`` on the
+    same texts (its docstring has the rules).
+
+    The words are counted as in ``train_bpe_jit``, encoded by ``encode_spans`` (pre-tokenized spans -> their
+    tokens end to end under ``model``: the jit engine's), and merged on from those tokens by the training
+    kernel started from the existing vocabulary."""
+    check_extension(model, n_new_tokens, first_id)
+    word_bytes, word_lengths, word_counts = count_words_jit(
+        texts_or_files, pattern, special_tokens, workers=workers or available_cores(), progress=progress
+    )
+    sections = vocab_sections(model.token_bytes)
+    vocab_bytes, offsets = sections[VOCAB_BYTES], sections[VOCAB_OFFSETS]
+    offsets = np.concatenate((offsets, np.full(first_id + 1 - len(offsets), offsets[-1], np.int64)))
+    ends = np.cumsum(word_lengths)
+    blob = word_bytes.tobytes()
+    starts = (ends - word_lengths).tolist()
+    tokens = np.asarray(encode_spans([blob[start:end] for start, end in zip(starts, ends.tolist())]))
+    token_ends = np.cumsum(np.diff(offsets)[tokens])  # a token never crosses a word's end
+    token_lengths = np.diff(np.searchsorted(token_ends, ends) + 1, prepend=0)
+    several = token_lengths > 1  # a word of one token has no pair to merge
+    merges = _run_merges(
+        (tokens[np.repeat(several, token_lengths)], token_lengths[several], word_counts[several]),
+        first_id + n_new_tokens,
+        progress,
+        (vocab_bytes, offsets),
+    )
+    vocab = Vocabulary(model.token_bytes, next_id=first_id)
+    pairs = [(int(left), int(right)) for left, right in merges]
+    for left, right in pairs:
+        vocab.merge(left, right)
+    return Extension([(vocab.token_bytes[left], vocab.token_bytes[right]) for left, right in pairs], vocab.ranks)
+
+
 # ----------------------------------------------------------------------------------------------- word counts
-
-
-def available_cores() -> int:
-    """The number of cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def count_words_jit(
     texts_or_files: str | os.PathLike | Iterable[str | os.PathLike],
-    pattern: str,
+    pattern: str | Splitter,
     special_tokens: Sequence[str],
     *,
     workers: int,
@@ -113,7 +159,7 @@ def count_words_jit(
                 bar.update(len(chunk))
 
     chunks = counted(iter_chunks(texts_or_files, pattern, special_tokens, chunk_size))
-    name = pattern_name(resolve_pattern(pattern))
+    name = pattern_name(resolve_pattern(pattern)) if isinstance(pattern, str) else None
     if name is None:
         span_counts: collections.Counter[str] = collections.Counter()
         for chunk in chunks:
@@ -156,7 +202,12 @@ def _count_with_spanner(chunks: Iterator[str], pattern_id: int, special_tokens: 
     if workers == 1:
         return count_chunks()
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        bags = [future.result() for future in [pool.submit(count_chunks) for _ in range(workers)]]
+        futures = [pool.submit(count_chunks) for _ in range(workers)]
+        try:
+            bags = [future.result() for future in futures]
+        except BaseException:  # Ctrl-C: the threads stop after their chunk, not after the corpus
+            failed.set()
+            raise
     for bag in bags[1:]:
         bags[0].add_bag(bag)
     return bags[0]
@@ -176,7 +227,7 @@ def _utf8(text: str) -> bytes:
 
 def iter_chunks(
     texts_or_files: str | os.PathLike | Iterable[str | os.PathLike],
-    pattern: str,
+    pattern: str | Splitter,
     special_tokens: Sequence[str],
     chunk_size: int = CHUNK_SIZE,
 ) -> Iterator[str]:
@@ -184,7 +235,7 @@ def iter_chunks(
 
     Texts are sliced, files read, in pieces of ``chunk_size`` characters (bytes for files); a chunk ends at
     the last ``SAFE_CUT`` of a piece, so it is at most about two pieces long where cuts are frequent."""
-    cuttable = pattern_name(resolve_pattern(pattern)) is not None
+    cuttable = isinstance(pattern, str) and pattern_name(resolve_pattern(pattern)) is not None
     sources = [texts_or_files] if isinstance(texts_or_files, (str, os.PathLike)) else texts_or_files
     for source in sources:
         if isinstance(source, str):
@@ -375,23 +426,44 @@ def _bag_add_bag(word_bytes, words, table, sizes, other_bytes, other_words, othe
 # ---------------------------------------------------------------------------------------------------- merges
 
 
-def _run_merges(arrays: tuple[np.ndarray, np.ndarray, np.ndarray], n_tokens: int, progress: bool) -> np.ndarray:
-    """Run ``learn_merges``; with ``progress``, in a thread while a bar follows its token count."""
-    progress_cell = np.zeros(1, np.int64)
-    # One compiled version of the kernel: writable C-contiguous arrays, whoever made them.
-    symbols, word_lengths, word_weights = (np.require(array, requirements="CW") for array in arrays)
+def _run_merges(
+    arrays: tuple[np.ndarray, np.ndarray, np.ndarray],
+    n_tokens: int,
+    progress: bool,
+    vocabulary: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
+    """Run ``learn_merges`` on (the words' token ids or bytes end to end, their lengths, their counts) from
+    ``vocabulary`` (bytes end to end, offsets; default: the byte tokens) until the next id is ``n_tokens``, in a
+    thread while this one follows the new tokens (a bar with ``progress``) and stops it on Ctrl-C.
+
+    The words can make at most one token per symbol beyond the first of each word, so no more is allocated."""
+    symbols, word_lengths, word_weights = arrays
     if symbols.size >= 2**31:  # positions are int32 in the kernel
-        raise ValueError(f"the distinct words hold {symbols.size} bytes; training supports fewer than 2**31")
-    if not progress:
-        return learn_merges(symbols, word_lengths, word_weights, n_tokens, progress_cell)
-    bar = _progress_bar(True, "merging", total=n_tokens - N_BYTES, unit="token")
+        raise ValueError(f"the distinct words hold {symbols.size} tokens; training supports fewer than 2**31")
+    vocab_bytes, vocab_offsets = byte_vocabulary() if vocabulary is None else vocabulary
+    first_new = len(vocab_offsets) - 1
+    n_tokens = min(n_tokens, first_new + symbols.size - word_lengths.size)
+    # One compiled version of the kernel: writable C-contiguous arrays of fixed types, whoever made them.
+    token = symbols.astype(np.int64)  # the kernel's own copy, which it overwrites
+    word_lengths, word_weights = (np.require(a, np.int64, requirements="CW") for a in (word_lengths, word_weights))
+    vocab_bytes = np.require(vocab_bytes, np.uint8, requirements="CW")
+    vocab_offsets = np.require(vocab_offsets, np.int64, requirements="CW")
+    progress_cell = np.zeros(2, np.int64)  # next new id, stop request
+    arguments = (token, word_lengths, word_weights, n_tokens, progress_cell, vocab_bytes, vocab_offsets)
+    bar = _progress_bar(progress, "merging", total=max(n_tokens - first_new, 0), unit="token")
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        future = pool.submit(learn_merges, symbols, word_lengths, word_weights, n_tokens, progress_cell)
-        while concurrent.futures.wait([future], timeout=0.2).not_done:
-            bar.update(int(progress_cell[0]) - N_BYTES - bar.n)
+        future = pool.submit(learn_merges, *arguments)
+        try:
+            while concurrent.futures.wait([future], timeout=0.1).not_done:
+                if bar is not None:
+                    bar.update(int(progress_cell[0]) - first_new - bar.n)
+        except BaseException:
+            progress_cell[1] = 1
+            raise
         merges = future.result()
-    bar.update(int(progress_cell[0]) - N_BYTES - bar.n)
-    bar.close()
+    if bar is not None:
+        bar.update(int(progress_cell[0]) - first_new - bar.n)
+        bar.close()
     return merges
 
 
@@ -556,25 +628,37 @@ def _is_concatenation(token_bytes, token_spans, candidate, left, right):
     )
 
 
+def byte_vocabulary() -> tuple[np.ndarray, np.ndarray]:
+    """The 256 single-byte tokens as (bytes end to end, offsets): the vocabulary training starts from."""
+    return np.arange(N_BYTES, dtype=np.uint8), np.arange(N_BYTES + 1, dtype=np.int64)
+
+
 @njit(cache=True)
-def _byte_tokens(max_tokens):
-    """Token storage holding the 256 single bytes: (bytes, (start, length) spans, hashes, hash table)."""
+def _token_store(vocab_bytes, vocab_offsets, max_tokens):
+    """Token storage holding the vocabulary ``vocab_bytes[vocab_offsets[i]:vocab_offsets[i + 1]]`` (ids with no
+    bytes are unused ids that no merge can make), with room for ``max_tokens`` ids:
+    (bytes, (start, length) spans, hashes, hash table)."""
+    n_initial = vocab_offsets.shape[0] - 1
+    max_tokens = max(max_tokens, n_initial)
     table_size = 1
     while table_size < 4 * max_tokens:
         table_size *= 2
     token_table = np.full(table_size, _EMPTY, np.int64)  # token ids by hash of their bytes, at most 1/4 full
     token_spans = np.zeros((max_tokens, 2), np.int64)
-    token_bytes = np.empty(4 * max_tokens, np.uint8)
+    token_bytes = np.empty(vocab_offsets[n_initial] + 4 * (max_tokens - n_initial) + 16, np.uint8)
     token_hashes = np.zeros(max_tokens, np.uint64)
-    for byte in range(N_BYTES):
-        token_bytes[byte] = byte
-        token_spans[byte, 0] = byte
-        token_spans[byte, 1] = 1
-        token_hashes[byte] = _fnv1a(token_bytes, byte, 1, _FNV_OFFSET)
-        slot = _hash_slot(token_hashes[byte], table_size - 1)
+    token_bytes[: vocab_offsets[n_initial]] = vocab_bytes[: vocab_offsets[n_initial]]
+    for token in range(n_initial):
+        start, length = vocab_offsets[token], vocab_offsets[token + 1] - vocab_offsets[token]
+        token_spans[token, 0] = start
+        token_spans[token, 1] = length
+        if length == 0:
+            continue
+        token_hashes[token] = _fnv1a(token_bytes, start, length, _FNV_OFFSET)
+        slot = _hash_slot(token_hashes[token], table_size - 1)
         while token_table[slot] != _EMPTY:
             slot = (slot + 1) & (table_size - 1)
-        token_table[slot] = byte
+        token_table[slot] = token
     return token_bytes, token_spans, token_hashes, token_table
 
 
@@ -604,15 +688,16 @@ def _merged_token(left, right, token_bytes, token_spans, token_hashes, token_tab
 
 
 @njit(cache=True, nogil=True)
-def learn_merges(symbols, word_lengths, word_weights, n_tokens_wanted, progress_cell):
-    """Merge pairs of the words until there are ``n_tokens_wanted`` tokens or no pair is left.
+def learn_merges(token, word_lengths, word_weights, n_tokens_wanted, progress_cell, vocab_bytes, vocab_offsets):
+    """Merge pairs of the words until the next new id is ``n_tokens_wanted`` or no pair is left.
 
-    ``symbols``: the words' bytes end to end (uint8); ``word_lengths``, ``word_weights``: each word's length
-    and count. Returns the merges as an int64 array of (left id, right id) rows, in order. Writes the token
-    count to ``progress_cell[0]`` as it goes.
+    ``token``: the words' token ids end to end (int64; the kernel overwrites it); ``word_lengths``,
+    ``word_weights``: each word's length (in tokens) and count. The vocabulary starts as token ``i`` =
+    ``vocab_bytes[vocab_offsets[i]:vocab_offsets[i + 1]]`` (see ``_token_store``); new ids follow it. Returns
+    the merges as an int64 array of (left id, right id) rows, in order. Writes the next new id to
+    ``progress_cell[0]`` as it goes and stops early once ``progress_cell[1]`` is set.
     """
-    n_positions = symbols.shape[0]
-    token = symbols.astype(np.int64)  # token id at each position, -1 once merged into its left neighbour
+    n_positions = token.shape[0]  # token[i]: the id at position i, -1 once merged into its left neighbour
     prev = np.empty(n_positions, np.int32)  # previous position in the word, -1 at its start
     next_ = np.empty(n_positions, np.int32)  # next position in the word, -1 at its end
     weight = np.empty(n_positions, np.int64)  # count of the position's word
@@ -652,16 +737,15 @@ def learn_merges(symbols, word_lengths, word_weights, n_tokens_wanted, progress_
     for pair in range(n_pairs):
         heap_size = _heap_push(heap, heap_size, pairs, pairs[pair, _COUNT], pair)
 
-    max_tokens = max(n_tokens_wanted, N_BYTES)
-    token_bytes, token_spans, token_hashes, token_table = _byte_tokens(max_tokens)
-    n_tokens = np.int64(N_BYTES)
+    n_tokens = np.int64(vocab_offsets.shape[0] - 1)
+    token_bytes, token_spans, token_hashes, token_table = _token_store(vocab_bytes, vocab_offsets, n_tokens_wanted)
     progress_cell[0] = n_tokens
 
-    merges = np.empty((max(max_tokens - N_BYTES, 16), 2), np.int64)
+    merges = np.empty((max(n_tokens_wanted - n_tokens, 16), 2), np.int64)
     n_merges = np.int64(0)
     positions = np.empty(16, np.int64)
     grown = np.empty(16, np.int64)
-    while n_tokens < n_tokens_wanted and heap_size > 0:
+    while n_tokens < n_tokens_wanted and heap_size > 0 and progress_cell[1] == 0:
         count, pair, heap_size = _heap_pop(heap, heap_size, pairs)
         true_count = pairs[pair, _COUNT]
         if count != true_count:  # stale entry

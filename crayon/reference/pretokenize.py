@@ -16,10 +16,34 @@ from crayon.patterns import resolve_pattern
 from crayon.reference.regex_vm import RegexSplit
 
 
+# Letters, marks, digits, punctuation, symbols and whitespace of several scripts: a pattern whose spans drop
+# any of it drops text a tokenizer will meet (``dropped_text``).
+COVERAGE_SAMPLE = (
+    "Hello, World! It's 2024: naïve café, ½ + 3.14 = x_y; \"quotes\" (parens) [brackets] {braces} <tags>\n"
+    "\tTabs  and   spaces\r\nΕλληνικά Русский 東京 हिन्दी العربية 한국어 🙂👍🏽 $100 #tag @user ~/path\\ \u00a0end \n\n"
+)
+
+
 @functools.lru_cache(maxsize=32)
 def compile_pattern(pattern: str) -> regex.Pattern:
-    """Compile a pattern name or regex string (cached)."""
-    return regex.compile(resolve_pattern(pattern))
+    """Compile a pattern name or regex string (cached); a regex that does not compile raises ValueError."""
+    try:
+        return regex.compile(resolve_pattern(pattern))
+    except regex.error as error:
+        raise ValueError(f"pattern {pattern!r} is not a valid regex: {error}") from None
+
+
+def dropped_text(pattern: str, text: str) -> list[tuple[int, str]]:
+    """The pieces of ``text`` that no span of ``pattern`` covers, as (offset, piece): ``findall`` keeps only
+    the matches, so a pattern that does not match every character loses text when encoding."""
+    dropped, position = [], 0
+    for match in compile_pattern(pattern).finditer(text):
+        if match.start() > position:
+            dropped.append((position, text[position : match.start()]))
+        position = match.end()
+    if position < len(text):
+        dropped.append((position, text[position:]))
+    return dropped
 
 
 def split(text: str, pattern: str) -> list[str]:

@@ -17,6 +17,9 @@ The rules both trainers follow (and ``crayon.jit.train`` too, merge for merge):
 - **Tie-break.** Each step merges the pair with the highest count; among equal counts, the pair with the
   smallest left id, then the smallest right id. Inside a word, occurrences are merged left to right
   ("aaa" -> "aa" "a").
+- **Extension** (``extend_bpe``). Training can go on from an existing vocabulary: each word is first
+  encoded by it, then merging continues from those tokens under the rules above; the new tokens get ids from
+  a given first id on, and no existing id changes.
 - **Stopping.** Training stops when learned tokens plus special tokens reach ``vocab_size``, or earlier when
   no adjacent pair is left (then fewer tokens are returned). An empty corpus gives the 256 byte tokens
   (plus the special tokens); it is not an error.
@@ -28,12 +31,14 @@ import heapq
 import operator
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from crayon.patterns import resolve_pattern
+from crayon.reference.bpe import BytePairModel
 from crayon.reference.pretokenize import compile_pattern, split_specials
 
 N_BYTES = 256
+Splitter = Callable[[str], Iterable[str]]
 
 
 @dataclass
@@ -73,22 +78,27 @@ def encode_word(word: str) -> bytes:
         ) from None
 
 
-def count_words(texts: str | Iterable[str], pattern: str, special_tokens: Sequence[str] = ()) -> Counter[bytes]:
-    """Count the words (pre-tokenized spans, as UTF-8 bytes) of ``texts``; a lone str is one text."""
+def count_words(
+    texts: str | Iterable[str], pattern: str | Splitter, special_tokens: Sequence[str] = ()
+) -> Counter[bytes]:
+    """Count the words (pre-tokenized spans, as UTF-8 bytes) of ``texts``; a lone str is one text.
+
+    ``pattern``: a pattern name or regex, or a function splitting a text into its spans (a tokenizer's own
+    normalizer and pre-tokenizer)."""
     return words_of_spans(count_spans(texts, pattern, special_tokens, Counter()))
 
 
 def count_spans(
-    texts: str | Iterable[str], pattern: str, special_tokens: Sequence[str], span_counts: Counter[str]
+    texts: str | Iterable[str], pattern: str | Splitter, special_tokens: Sequence[str], span_counts: Counter[str]
 ) -> Counter[str]:
     """Add the pre-tokenized spans of ``texts`` to ``span_counts`` and return it."""
-    span_regex = compile_pattern(pattern)
+    split = compile_pattern(pattern).findall if isinstance(pattern, str) else pattern
     for text in [texts] if isinstance(texts, str) else texts:
         if not isinstance(text, str):
             raise TypeError(f"training texts must be str, got {type(text).__name__}")
         for piece, is_special in split_specials(text, special_tokens):
             if not is_special:
-                span_counts.update(span_regex.findall(piece))
+                span_counts.update(split(piece))
     return span_counts
 
 
@@ -102,27 +112,31 @@ def words_of_spans(span_counts: Counter[str]) -> Counter[bytes]:
 
 
 class Vocabulary:
-    """The token bytes of each id, and the id of each token's bytes; ids 0..255 are the single bytes."""
+    """The token bytes of each id, and the id of each token's bytes; ids 0..255 are the single bytes.
 
-    def __init__(self) -> None:
-        self.token_bytes = [bytes([byte]) for byte in range(N_BYTES)]
-        self.ranks = {token: token_id for token_id, token in enumerate(self.token_bytes)}
+    ``tokens`` (id -> bytes) starts from an existing vocabulary instead; new tokens then get ids from
+    ``next_id`` on (default: one past the largest id)."""
+
+    def __init__(self, tokens: dict[int, bytes] | None = None, next_id: int | None = None) -> None:
+        self.token_bytes = dict(tokens) if tokens is not None else {byte: bytes([byte]) for byte in range(N_BYTES)}
+        self.ranks = {token: token_id for token_id, token in self.token_bytes.items()}
+        self.next_id = max(self.token_bytes, default=-1) + 1 if next_id is None else next_id
 
     def merge(self, left: int, right: int) -> int:
         """The id of the concatenation of two tokens: an existing id, or the next one."""
         merged = self.token_bytes[left] + self.token_bytes[right]
         if merged not in self.ranks:
-            self.ranks[merged] = len(self.token_bytes)
-            self.token_bytes.append(merged)
+            self.ranks[merged] = self.next_id
+            self.token_bytes[self.next_id] = merged
+            self.next_id += 1
         return self.ranks[merged]
 
     def result(self, merges: list[tuple[int, int]], special_tokens: Sequence[str], pattern: str) -> TrainResult:
         """The training result: ``merges`` (pairs of ids) as bytes, special tokens numbered after the tokens."""
-        n_learned = len(self.ranks)
         return TrainResult(
             merges=[(self.token_bytes[left], self.token_bytes[right]) for left, right in merges],
             ranks=dict(self.ranks),
-            special_tokens={token: n_learned + i for i, token in enumerate(special_tokens)},
+            special_tokens={token: self.next_id + i for i, token in enumerate(special_tokens)},
             pattern=resolve_pattern(pattern),
         )
 
@@ -197,8 +211,12 @@ def train_bpe(
     return vocab.result(merges, specials, pattern)
 
 
-def learn_merges(word_counts: dict[bytes, int], vocab: Vocabulary, n_tokens: int) -> list[tuple[int, int]]:
-    """Merge pairs of ``word_counts`` until ``vocab`` holds ``n_tokens`` tokens or no pair is left."""
+def learn_merges(
+    word_counts: dict[bytes, int] | dict[tuple[int, ...], int], vocab: Vocabulary, n_tokens: int
+) -> list[tuple[int, int]]:
+    """Merge pairs of ``word_counts`` until ``vocab`` holds ``n_tokens`` tokens or no pair is left.
+
+    A word is its token ids (its bytes, where each byte is its own token)."""
     token: list[int] = []  # token id at each position; -1 once merged into its left neighbour
     prev: list[int] = []  # position of the previous token of the word, -1 at the word's start
     next_: list[int] = []  # position of the next token of the word, -1 at the word's end
@@ -261,3 +279,66 @@ def learn_merges(word_counts: dict[bytes, int], vocab: Vocabulary, n_tokens: int
             if grown_pair in pair_counts:
                 heapq.heappush(heap, (-pair_counts[grown_pair], *grown_pair))
     return merges
+
+
+# ------------------------------------------------------------------------------------------------- extension
+
+
+@dataclass
+class Extension:
+    """Tokens learned on top of an existing vocabulary: the new merges in order (as bytes) and the ranks of
+    the old tokens (unchanged) plus the new ones (in the order learned)."""
+
+    merges: list[tuple[bytes, bytes]]
+    ranks: dict[bytes, int]
+
+
+def check_extension(model: BytePairModel, n_new_tokens: int, first_id: int) -> None:
+    """Refuse extension settings that would add no token or give a new token an id the vocabulary uses."""
+    if operator.index(n_new_tokens) < 1:
+        raise ValueError(f"n_new_tokens must be at least 1, got {n_new_tokens!r}")
+    last_id = max(model.token_bytes, default=-1)
+    if operator.index(first_id) <= last_id:
+        raise ValueError(f"new tokens must get ids after the last token id {last_id}, not from {first_id}")
+    missing = [byte for byte in range(N_BYTES) if bytes([byte]) not in model.ranks]
+    if missing:
+        raise ValueError(
+            f"only byte-level BPE vocabularies can be extended; byte {bytes(missing[:1])!r} has no token"
+        )
+
+
+def segment_words(word_counts: dict[bytes, int], model: BytePairModel) -> dict[tuple[int, ...], int]:
+    """Each word as the token ids ``model`` encodes it to; words of one token are dropped (nothing to merge)."""
+    segmented = {}
+    for word, count in word_counts.items():
+        ids = tuple(model.encode_span(word))
+        if len(ids) > 1:
+            segmented[ids] = count
+    return segmented
+
+
+def extend_bpe(
+    texts: str | Iterable[str],
+    model: BytePairModel,
+    n_new_tokens: int,
+    *,
+    first_id: int,
+    pattern: str | Splitter = "cl100k_base",
+    special_tokens: Sequence[str] = (),
+) -> Extension:
+    """Continue BPE training from ``model``: learn up to ``n_new_tokens`` new tokens on ``texts``.
+
+    ``pattern``: the vocabulary's own pre-tokenization (see ``count_words``); ``special_tokens``: text cut
+    out first, as in training. Each word of the texts is first encoded by the existing vocabulary; merging
+    then goes on from those tokens exactly as in ``train_bpe`` (same counts, tie-break and id reuse: a merge
+    whose bytes are already a token adds no id). New tokens get the ids ``first_id, first_id + 1, ...``; no
+    existing id changes. Fewer tokens are learned when no adjacent pair is left.
+
+    Example: a model whose ranks hold the bytes and b"ab", extended on "abc abc" by one token from id 300:
+    the words "abc" and " abc" are encoded [ab, c] and [" ", ab, c]; (ab, c) occurs twice, so b"abc" gets 300.
+    """
+    check_extension(model, n_new_tokens, first_id)
+    words = segment_words(count_words(texts, pattern, special_tokens), model)
+    vocab = Vocabulary(model.token_bytes, next_id=first_id)
+    merges = learn_merges(words, vocab, len(vocab.ranks) + n_new_tokens)
+    return Extension([(vocab.token_bytes[left], vocab.token_bytes[right]) for left, right in merges], vocab.ranks)

@@ -1,0 +1,5 @@
+"""``python -m crayon``: the ``crayon`` command."""
+
+from crayon.cli import main
+
+main()
