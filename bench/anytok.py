@@ -46,7 +46,8 @@ LLAMA3 = (
 
 
 def best_cpu(function, repeat: int, before=None) -> tuple[float, object]:
-    """Fastest process CPU time (all threads) of ``repeat`` calls (``before`` runs untimed before each) and the last result."""
+    """Fastest process CPU time (all threads) of ``repeat`` calls (``before`` runs untimed before each) and the
+    last result."""
     best = float("inf")
     result = None
     for _ in range(repeat):

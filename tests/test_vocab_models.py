@@ -162,7 +162,8 @@ spm = pytest.importorskip("sentencepiece")
 SENTENCEPIECE_KINDS = [(kind, byte_fallback) for kind in ("unigram", "bpe") for byte_fallback in (False, True)]
 
 
-@pytest.fixture(scope="module", params=SENTENCEPIECE_KINDS, ids=lambda kind: f"{kind[0]}-{'bytes' if kind[1] else 'unk'}")
+@pytest.fixture(scope="module", params=SENTENCEPIECE_KINDS,
+                ids=lambda kind: f"{kind[0]}-{'bytes' if kind[1] else 'unk'}")
 def sentencepiece_model(request, tmp_path_factory):
     """(processor, file, model) of a SentencePiece model trained here, identity normalization."""
     model_type, byte_fallback = request.param

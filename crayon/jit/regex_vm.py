@@ -30,7 +30,6 @@ from crayon.reference.regex_vm import (
     JUMP,
     LOOK,
     LOOK_END,
-    MATCH,
     RUN,
     RUN_POSSESSIVE,
     SPLIT,

@@ -1,6 +1,7 @@
 """The jit engine of the models over characters: WordPiece (``crayon.jit.wordpiece``), Unigram
-(``crayon.jit.unigram``) and BPE over characters (``crayon.jit.char_bpe``), each after the tokenizer's normalizer and its pre-tokenizer (compiled by
-``crayon.jit.regex_vm`` where it can be, else in Python with a one-time warning). Same ids as the reference."""
+(``crayon.jit.unigram``) and BPE over characters (``crayon.jit.char_bpe``), each after the tokenizer's normalizer
+and its pre-tokenizer (compiled by ``crayon.jit.regex_vm`` where it can be, else in Python with a one-time
+warning). Same ids as the reference."""
 
 from __future__ import annotations
 
@@ -66,7 +67,8 @@ class VocabModelEngine:
         data.flags.writeable = False
         return data, ends, text_of_span
 
-    def encode_ordinary_flat(self, texts: Sequence[str], num_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def encode_ordinary_flat(self, texts: Sequence[str],
+                             num_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """All texts' ids in one uint32 array and int64 offsets, with one kernel call (``num_threads`` unused)."""
         data, ends, text_of_span = self._spans(texts)
         ids, counts = self._encode(self.model, data, ends)

@@ -75,7 +75,8 @@ class CharBytePairModel:
         return symbols
 
 
-def merges_from_scores(pieces: list[tuple[str, float]], mergeable: list[int]) -> tuple[list[tuple[str, str]], list[int]]:
+def merges_from_scores(pieces: list[tuple[str, float]],
+                       mergeable: list[int]) -> tuple[list[tuple[str, str]], list[int]]:
     """SentencePiece's BPE as ranked merges ``(merges, ranks)``: every split of a mergeable piece into two
     mergeable pieces, all ranked by the piece's score (higher first: rank = the number of higher scores)."""
     ids = {pieces[token_id][0]: token_id for token_id in mergeable}

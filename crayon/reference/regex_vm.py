@@ -166,7 +166,6 @@ _CLASS_ESCAPES = {"d": ("Nd", False), "D": ("Nd", True), "s": ("space", False), 
                   "w": ("word", False), "W": ("word", True)}
 _REFUSED_ESCAPES = {"b": "\\b (word boundary)", "B": "\\B (not a word boundary)", "G": "\\G (search anchor)",
                     "K": "\\K (keep out)", "X": "\\X (grapheme)", "R": "\\R (line break)"}
-MAX_REPEAT_UNROLL = 1000  # instructions a counted repetition may unroll to
 
 
 def _named_signatures(name: str) -> np.ndarray:
