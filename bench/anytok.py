@@ -174,7 +174,14 @@ def main() -> None:
         hf = tokenizers.Tokenizer.from_file(str(path))
         seconds, encoding = best_cpu(lambda: hf.encode(text, add_special_tokens=False), args.repeat)
         row("encode", "the same, HF tokenizers (single thread)", seconds)
-    same_ids = crayon_ids == encoding.ids == python_ids
+
+        lines = [line for line in text.split("\n") if line]
+        seconds, crayon_lines = best_cpu(lambda: compiled.encode_ordinary_batch(lines, num_threads=1), args.repeat,
+                                         compiled.engine.clear_caches)
+        row("lines", "the same on the text's lines as a batch, crayon jit", seconds)
+        seconds, hf_lines = best_cpu(lambda: hf.encode_batch(lines, add_special_tokens=False), args.repeat)
+        row("lines", "the same on the text's lines as a batch, HF tokenizers", seconds)
+    same_ids = crayon_ids == encoding.ids == python_ids and crayon_lines == [line.ids for line in hf_lines]
     print(f"\nids identical (crayon compiled, crayon Python pre-tokenizer, HF): {same_ids}\n")
     model_rows = bench_vocab_models(text, args.repeat)
     by_what = {r["what"]: r["mb_per_s"] for r in rows}
@@ -182,6 +189,8 @@ def main() -> None:
     ratios = {
         "compiled_vs_cl100k_encode": compiled_speed / by_what["cl100k_base, hand-written machine, fused kernel"],
         "compiled_vs_hf_encode": compiled_speed / by_what["the same, HF tokenizers (single thread)"],
+        "compiled_vs_hf_lines": by_what["the same on the text's lines as a batch, crayon jit"]
+        / by_what["the same on the text's lines as a batch, HF tokenizers"],
         "compiled_vs_hand_spans_cl100k": by_what["cl100k pattern compiled (crayon.jit.regex_vm)"]
         / by_what["cl100k hand-written machine (crayon.jit.pretokenize)"],
     }

@@ -32,7 +32,7 @@ from crayon.jit.cache import new_piece_cache
 from crayon.jit.cores import available_cores
 from crayon.jit.kernels import ENCODERS, SPAN_BATCH
 from crayon.jit.pretokenize import PATTERN_IDS, jit_pattern_of, unicode_tables
-from crayon.jit.regex_vm import compiled_splits_of
+from crayon.jit.regex_vm import compiled_splits_of, kept_text
 from crayon.jit.status import NEED_SCRATCH, raise_for_status
 from crayon.jit.tables import build_bpe_tables, check_bpe_tables, kernel_tables
 from crayon.reference.cache import DEFAULT_BUCKETS
@@ -272,8 +272,39 @@ class JitEngine:
         except IndexError:
             raise CartridgeError("the BPE tables are corrupt: a token id outside the vocabulary came out") from None
 
+    def _encode_compiled_flat(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """``encode_ordinary_flat`` with the compiled pre-tokenizer: all texts split at once, then the span kernel
+        on each text's spans (views into the shared arrays, so a short text costs little more than the call)."""
+        splits = self.compiled_splits
+        prepared = [splits.prepare(text if self._normalizer is None else self._normalizer(text)) for text in texts]
+        data = np.frombuffer(b"".join(prepared), np.uint8)
+        text_ends = np.cumsum(np.fromiter(map(len, prepared), np.int64, len(prepared)))
+        ends, kept = splits.split(data, text_ends)
+        starts = np.concatenate(([0], ends[:-1])) if len(ends) else ends
+        keep = (kept != 0) & (ends > starts)
+        text_of_span = np.searchsorted(text_ends, starts[keep], side="right")
+        data, ends = kept_text(data, ends, kept)
+        data.flags.writeable = False
+        span_bounds = np.searchsorted(text_of_span, np.arange(len(texts) + 1))
+        cache, memo, scratch, alive = self._buffers(int(np.diff(ends, prepend=0).max(initial=0)), len(data))
+        out = np.empty(len(data), np.uint32)
+        offsets = np.zeros(len(texts) + 1, np.int64)
+        kernel, tables, encoder = self.kernels.encode_spans_kernel, self.kernel_tables, self._encoder_id
+        for index, (first, last) in enumerate(zip(span_bounds[:-1].tolist(), span_bounds[1:].tolist())):
+            start = int(ends[first - 1]) if first else 0
+            end = int(ends[last - 1]) if last > first else start
+            n = offsets[index]
+            status = kernel(data[start:end], ends[first:last] - start, tables, encoder, cache, memo, scratch, alive,
+                            out[n : n + end - start])
+            if status < 0:
+                raise_for_status(status, data, self.tables["byte_tokens"])
+            offsets[index + 1] = n + status
+        return out[: offsets[-1]], offsets
+
     def encode_ordinary_flat(self, texts: Sequence[str], num_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """All texts' tokens in one uint32 array and int64 offsets: text i is tokens[offsets[i]:offsets[i + 1]]."""
+        if self.pattern_id is None and self.compiled_splits is not None and (self.tables["byte_tokens"] >= 0).all():
+            return self._encode_compiled_flat(texts)
         if self.pattern_id is None or (self.tables["byte_tokens"] < 0).any():
             return flat_from_arrays([self.encode_ordinary_array(text) for text in texts])
         encoded = [text.encode("utf-8") for text in texts]
