@@ -5,13 +5,13 @@ warning). Same ids as the reference."""
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 import numpy as np
 
 from crayon.jit.char_bpe import CharBytePairTables
+from crayon.jit.cores import available_cores
 from crayon.jit.char_bpe import encode_spans as char_bpe_encode_spans
 from crayon.jit.regex_vm import compiled_splits_of, kept_text
 from crayon.jit.unigram import encode_spans as unigram_encode_spans
@@ -84,7 +84,7 @@ class VocabModelEngine:
 
     def encode_ordinary_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
         """Ids of each text; ``num_threads`` threads (default: one per core) share the texts."""
-        threads = (os.cpu_count() or 1) if num_threads is None else num_threads
+        threads = available_cores() if num_threads is None else num_threads
         if threads < 1:
             raise ValueError(f"num_threads must be at least 1, not {num_threads}")
         threads = min(threads, max(1, len(texts) // 64))
