@@ -261,3 +261,19 @@ def test_sentencepiece_model_loads_with_sentencepiece_ids(sentencepiece_model, t
     path.write_bytes(processor.serialized_model_proto())
     texts = [line for line in sample_text().splitlines() if line][:300] + ["  two  spaces ", ""]
     check_loaded(path, processor.encode, texts)
+
+
+def test_sentencepiece_tokens_decode_to_the_text_and_are_not_saved(sentencepiece_model, tmp_path):
+    """Pieces stand for their text (▁ a space, <0xXX> a byte): decoding gives the text after the dummy prefix.
+    Cartridges and tokenizer.json hold byte-level models only: saving these is refused by name."""
+    processor, file, _ = sentencepiece_model
+    path = tmp_path / f"{file.model_type}.model"
+    path.write_bytes(processor.serialized_model_proto())
+    tok = crayon.load(path, backend="jit")
+    text = "Hello wörld, 😀 and ﬁ 12345."
+    ids = tok.encode(text)
+    if file.byte_fallback or processor.unk_id() not in ids:
+        assert tok.decode(ids) == " " + text
+    for save in (lambda: tok.save(tmp_path / "x.crayon"), lambda: tok.export(tmp_path / "x.json", format="hf")):
+        with pytest.raises(UnsupportedComponentError, match="CharBytePairModel|UnigramModel"):
+            save()

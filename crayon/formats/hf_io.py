@@ -111,8 +111,8 @@ def _vocab_model_spec(config: dict, model_spec: dict, name: str, normalizer: Nor
     """A WordPiece, Unigram or BPE model over characters (``crayon.reference.wordpiece``, ``.unigram``,
     ``.char_bpe``).
 
-    Decoding gives the tokens' text joined (▁ and ``##`` included): HF's WordPiece and Metaspace decoders, which
-    put spaces back, are not implemented."""
+    Decoding joins what the tokens stand for (``▁`` as a space, ``<0xXX>`` as that byte, ``##`` kept): HF's
+    decoders (WordPiece's spaces between words, Metaspace's first-space strip) are not implemented."""
     if pretokenizer.output_is_byte_chars:
         raise UnsupportedComponentError("ByteLevel with a model over characters (WordPiece, Unigram)")
     kind = model_spec.get("type", "BPE" if "merges" in model_spec else None)
@@ -332,8 +332,10 @@ def save_hf_tokenizer(tokenizer: TokenizerSpec, path: str | os.PathLike) -> None
 
 
 def tokenizer_to_hf(tokenizer: TokenizerSpec) -> dict:
-    """The ``tokenizer.json`` object of a spec or a ``crayon.Tokenizer``."""
+    """The ``tokenizer.json`` object of a spec or a ``crayon.Tokenizer`` of a byte-level BPE model."""
     model = tokenizer.model
+    if not isinstance(model, BytePairModel):
+        raise UnsupportedComponentError(f"writing a {type(model).__name__} as a tokenizer.json (only byte-level BPE)")
     vocab = {to_byte_chars(token): token_id for token, token_id in model.ranks.items()}
     merges = model.merges if model.merges is not None else merges_from_ranks(model.ranks)
     added_tokens = []

@@ -13,6 +13,7 @@ piece's score). ``crayon.jit.char_bpe`` gives identical ids.
 from __future__ import annotations
 
 from crayon.errors import UnknownTokenError, UnsupportedComponentError
+from crayon.reference.unigram import piece_bytes
 
 
 class CharBytePairModel:
@@ -33,7 +34,7 @@ class CharBytePairModel:
                 if token not in vocab:
                     raise ValueError(f"merge {left!r} {right!r}: {token!r} is not in the vocabulary")
             self.merges.setdefault((vocab[left], vocab[right]), (rank, vocab[left + right]))
-        self.token_bytes = {token_id: token.encode("utf-8") for token, token_id in self.vocab.items()}
+        self.token_bytes = {token_id: piece_bytes(token) for token, token_id in self.vocab.items()}
 
     def first_symbols(self, text: str) -> list[int]:
         """The symbols before any merge (HF's order: a pending unknown token is added at the next known

@@ -46,7 +46,7 @@ class UnigramModel:
         self.unk_score = self.scores[list(matchable)].min(initial=0.0) - self.score_type(UNKNOWN_PENALTY)
         self.dat = compile_dat([self.pieces[i][0].encode("utf-8") for i in matchable], list(matchable))
         self.byte_ids = np.array([self.ids.get(f"<0x{byte:02X}>", -1) for byte in range(256)], np.int64)
-        self.token_bytes = {token_id: piece.encode("utf-8") for token_id, (piece, _) in enumerate(self.pieces)}
+        self.token_bytes = {token_id: piece_bytes(piece) for token_id, (piece, _) in enumerate(self.pieces)}
 
     def best_split(self, data: bytes) -> list[tuple[int, int, int]]:
         """``(start, end, id)`` of the pieces of the best path over ``data``; id -1 for an unknown character."""
@@ -112,6 +112,16 @@ class UnigramModel:
         if self.unk_id is None:
             raise UnsupportedComponentError(f"Unigram has no unk_id for the unknown text {text!r}")
         return [self.unk_id]
+
+
+def piece_bytes(piece: str) -> bytes:
+    """What a SentencePiece-style piece stands for, as decoding writes it: ``▁`` a space, ``<0xXX>`` that byte."""
+    if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):
+        try:
+            return bytes([int(piece[3:5], 16)])
+        except ValueError:
+            pass
+    return piece.replace("\u2581", " ").encode("utf-8")
 
 
 def _char_length(data: bytes, start: int) -> int:
