@@ -350,7 +350,7 @@ def make_engine(tokenizer) -> JitEngine:
         from crayon.jit.longest import LongestMatchEngine
 
         return LongestMatchEngine(tokenizer)
-    if isinstance(tokenizer.model, (WordPieceModel, UnigramModel, CharBytePairModel)):
+    if tokenizer.tables is None and isinstance(tokenizer.model, (WordPieceModel, UnigramModel, CharBytePairModel)):
         from crayon.jit.vocab_models import VocabModelEngine
 
         return VocabModelEngine(tokenizer)
