@@ -90,11 +90,11 @@ def check_writable(path: str | os.PathLike) -> Path:
     path = cartridge_path(path)
     folder = path.parent
     if not folder.is_dir():
-        raise FileNotFoundError(errno.ENOENT, f"cannot write {path}: the folder {folder} does not exist", str(path))
+        raise FileNotFoundError(errno.ENOENT, f"the folder {folder} does not exist", str(path))
     if path.is_dir():
-        raise IsADirectoryError(errno.EISDIR, f"cannot write {path}: it is a folder", str(path))
+        raise IsADirectoryError(errno.EISDIR, "a folder is in the way", str(path))
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise PermissionError(errno.EACCES, f"cannot write {path}: the folder {folder} is not writable", str(path))
+        raise PermissionError(errno.EACCES, f"the folder {folder} is not writable", str(path))
     return path
 
 
@@ -128,7 +128,7 @@ def write_cartridge(path: str | os.PathLike, metadata: Mapping, sections: Mappin
     try:
         descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as error:
-        raise type(error)(error.errno, f"cannot write {path}: {error.strerror}", str(path)) from None
+        raise type(error)(error.errno, error.strerror, str(path)) from None  # the user's path, not the temporary
     try:
         with os.fdopen(descriptor, "wb") as handle:
             os.fchmod(handle.fileno(), 0o666 & ~_umask())  # mkstemp makes it 0600
@@ -142,7 +142,7 @@ def write_cartridge(path: str | os.PathLike, metadata: Mapping, sections: Mappin
     except BaseException as error:
         os.unlink(temporary)
         if isinstance(error, OSError):
-            raise type(error)(error.errno, f"cannot write {path}: {error.strerror}", str(path)) from None
+            raise type(error)(error.errno, error.strerror, str(path)) from None  # the user's path, not the temporary
         raise
 
 

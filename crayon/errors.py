@@ -1,5 +1,8 @@
 """Typed exceptions raised by Crayon."""
 
+__all__ = ["CrayonError", "CartridgeError", "BackendUnavailableError", "UnsupportedComponentError", "UnknownTokenError",
+           "SpecialTokenError"]
+
 
 class CrayonError(Exception):
     """Base class of every error Crayon raises on purpose."""

@@ -82,9 +82,10 @@ def diff_vocabularies(a, b) -> VocabularyDiff:
 def validate_extension(parent, child, texts: Iterable[str] = ()) -> VocabularyDiff:
     """Check that ``child`` is a safe next version of ``parent``; raise ``VocabularyChangeError`` if not.
 
-    Checks: no id of the parent changed its token (reserved slots may be filled); the child records the
-    parent (``parent_hash``) and a higher version; on each text, the child decodes its tokens back to the
-    text and uses no more tokens than the parent."""
+    Checks: no id of the parent changed its token (reserved slots may be filled); the text is split into
+    spans as before (same pattern, no normalizer added); the child records the parent (``parent_hash``) and
+    a higher version; on each text, the child decodes its tokens back to the text and uses no more tokens
+    than the parent."""
     diff = diff_vocabularies(parent, child)
     if diff.breaking:
         if diff.changed:
@@ -93,6 +94,9 @@ def validate_extension(parent, child, texts: Iterable[str] = ()) -> VocabularyDi
         else:
             example = f"removed ids {list(diff.removed)[:5]}"
         raise VocabularyChangeError(f"the new version changes ids of the old one ({diff.summary()}; {example})")
+    if child.pattern != parent.pattern or (child.normalizer is None) != (parent.normalizer is None):
+        raise VocabularyChangeError(f"the new version pre-tokenizes text differently ({parent.pattern!r} -> "
+                                    f"{child.pattern!r}): old text would get other tokens")
     if child.parent_hash != vocabulary_hash(parent) or child.vocabulary_version <= parent.vocabulary_version:
         raise VocabularyChangeError(
             f"{child.name} (version {child.vocabulary_version}) does not record {parent.name} (version "

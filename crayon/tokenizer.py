@@ -24,25 +24,31 @@ from crayon.reference.pretokenize import (
     split_specials,
 )
 
+__all__ = ["Tokenizer", "BACKENDS", "make_engine"]
+
 BACKENDS = ("reference", "jit", "cuda", "auto")
 SHORT_TEXT = 32  # characters: ``encode`` and ``encode_ordinary`` remember the tokens of texts up to this long
 SHORT_TEXTS_KEPT = 1 << 14  # per tokenizer and method; a full memory starts over
 _ENGINE_MODULES = {"jit": "crayon.jit.engine", "cuda": "crayon.gpu.engine"}
 
 
-def make_engine(tokenizer: "Tokenizer", backend: str) -> Engine:
-    """Build the engine for ``backend``; a backend that cannot run here raises, it never falls back."""
+def make_engine(tokenizer: "Tokenizer", backend: str, **options) -> Engine:
+    """Build the engine for ``backend`` (``options`` go to the backend's ``make_engine``: ``kernels``, ``encoder`` for
+    "jit"; ``chunk_bytes``, ``memory_budget`` ... for "cuda"); a backend that cannot run here raises, it never falls
+    back."""
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     if backend == "auto":
         backend = "jit" if importlib.util.find_spec(_ENGINE_MODULES["jit"]) is not None else "reference"
     if backend == "reference":
+        if options:
+            raise TypeError(f"the reference engine takes no options, not {', '.join(options)}")
         return ReferenceEngine(tokenizer)
     try:
         module = importlib.import_module(_ENGINE_MODULES[backend])
     except ImportError as missing:
         raise BackendUnavailableError(f"backend {backend!r} is unavailable: {missing}") from missing
-    return module.make_engine(tokenizer)
+    return module.make_engine(tokenizer, **options)
 
 
 def _as_utf8_safe(text: str) -> str:
@@ -217,11 +223,12 @@ class Tokenizer:
         except KeyError:
             raise AttributeError(f"{self.name} has no <|endoftext|> token") from None
 
-    def with_backend(self, backend: str) -> "Tokenizer":
-        """The same vocabulary on another engine."""
+    def with_backend(self, backend: str, **options) -> "Tokenizer":
+        """The same vocabulary on another engine; ``options`` configure it (see ``make_engine``), e.g.
+        ``with_backend("jit", kernels="numba")``."""
         clone = object.__new__(Tokenizer)
         clone.__dict__.update(self.__dict__)
-        clone._engine = make_engine(clone, backend)
+        clone._engine = make_engine(clone, backend, **options)
         clone._short_encode, clone._short_ordinary = {}, {}
         clone._choose_per_batch, clone._cuda_engine, clone.batch_choice = backend == "auto", None, None
         return clone

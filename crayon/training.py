@@ -16,6 +16,8 @@ from crayon.patterns import resolve_pattern
 from crayon.reference.bpe import BytePairModel
 from crayon.tokenizer import Tokenizer
 
+__all__ = ["train", "MODELS"]
+
 MODELS = ("bpe", "char", "word")
 
 

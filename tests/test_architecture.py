@@ -45,3 +45,10 @@ def _private_uses(path: Path) -> list[str]:
 
 def test_no_module_uses_another_modules_private_names():
     assert [use for path in sorted(PACKAGE.rglob("*.py")) for use in _private_uses(path)] == []
+
+
+def test_contributing_layout_names_every_module():
+    """CONTRIBUTING.md's layout tables stay true to the tree: every module of the package is named there."""
+    layout = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    missing = [str(path.relative_to(ROOT)) for path in sorted(PACKAGE.rglob("*.py")) if f"{path.name}`" not in layout]
+    assert missing == []

@@ -15,7 +15,7 @@ from conftest import corpus_text
 from strategies import tokenizer_text
 from crayon.cartridge import open_cartridge, write_cartridge
 from crayon.errors import VocabularyChangeError
-from crayon.evolution import vocabulary_hash
+from crayon.evolution import derived_from, vocabulary_hash
 from crayon.jit.train import extend_bpe_jit
 from crayon.reference.bpe import BytePairModel
 from crayon.reference.pretokenize import compile_pattern
@@ -309,6 +309,9 @@ def test_promote_validates_keeps_the_parent_and_rolls_back(english, tmp_path, mo
     assert crayon.load("mine").encode(texts[0]) == v2.encode(texts[0])
     with pytest.raises(VocabularyChangeError, match="changes ids"):
         promote(v1.extend(texts=[texts[0]], n_new_tokens=5, move_special_tokens=True), "mine", texts=texts)
+    other_pattern = Tokenizer("o200k", v2.model, pattern="o200k_base", special_tokens=v2.special_tokens)
+    with pytest.raises(VocabularyChangeError, match="pre-tokenizes text differently"):
+        promote(derived_from(other_pattern, v2), "mine")
     same_tokens_no_lineage = Tokenizer("copy", v2.model, pattern=v2.pattern, special_tokens=v2.special_tokens)
     with pytest.raises(VocabularyChangeError, match="does not record"):
         promote(same_tokens_no_lineage, "mine")

@@ -21,7 +21,7 @@ import crayon
 from crayon.jit import aot
 tok = crayon.load("cl100k_base")
 assert tok.encode("hello world") == [15339, 1917]
-print("kernels:", tok._engine.kernels_kind)
+print("kernels:", tok.engine.kernels_kind)
 """
 FAILING_BUILD = """
 from crayon.jit import aot

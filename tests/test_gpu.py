@@ -111,7 +111,7 @@ def test_device_tests_under_simulator():
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
     result = subprocess.run(
         [sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider", "-k", "on_device"],
-        cwd=Path(__file__).parent, env=env, capture_output=True, text=True, timeout=600,
+        cwd=Path(__file__).parents[1], env=env, capture_output=True, text=True, timeout=600,  # imports this checkout
     )
     output = result.stdout[-6000:] + result.stderr[-3000:]
     assert result.returncode == 0, output
@@ -222,14 +222,20 @@ def test_on_device_host_pre_tokenizer():
 
 
 @device
-def test_on_device_unknown_byte_raises():
+def test_on_device_a_byte_without_a_token_encodes_as_tiktoken():
+    """A vocabulary without the token b"\\xc3": merges that cover the byte give tiktoken's tokens (as the
+    reference engine does); where none does, UnknownTokenError (tiktoken panics)."""
     from crayon.errors import UnknownTokenError
     from crayon.gpu.engine import make_engine
 
-    engine = make_engine(_tokenizer(_slice_ranks(without=(b"\xc3",))), chunk_bytes=16)
-    assert engine.encode_ordinary("plain ascii") == _tokenizer(_slice_ranks()).encode_ordinary("plain ascii")
+    ranks = _slice_ranks(without=(b"\xc3",))
+    engine = make_engine(_tokenizer(ranks), chunk_bytes=16)
+    expected = tiktoken.Encoding("slice", pat_str=_tokenizer(ranks).pattern, mergeable_ranks=ranks, special_tokens={})
+    texts = ["plain ascii", "café", "résumé, é"]
+    assert engine.encode_ordinary_batch(texts) == [expected.encode_ordinary(text) for text in texts]
+    lone = next(chr(c) for c in range(0xC0, 0x100) if chr(c).encode() not in ranks)
     with pytest.raises(UnknownTokenError):
-        engine.encode_ordinary_batch(["fine", "café"])
+        engine.encode_ordinary_batch(["fine", lone])
 
 
 @device

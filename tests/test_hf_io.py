@@ -9,7 +9,6 @@ import unicodedata
 
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import crayon
 from conftest import CORPUS_FILES, corpus_text, tiktoken_encoding
@@ -18,21 +17,14 @@ from crayon.formats import hf_pretokenize as pre
 from crayon.formats import hf_normalize as norm
 from crayon.formats.hf_io import merges_from_ranks, read_hf_tokenizer, save_hf_tokenizer, spec_from_hf
 
-from strategies import FRAGMENTS
-
 tokenizers = pytest.importorskip("tokenizers")
 
-from tokenizers import AddedToken, Regex, decoders, models, trainers  # noqa: E402
+from tokenizers import Regex, decoders  # noqa: E402
 from tokenizers import normalizers as hf_norm  # noqa: E402
 from tokenizers import pre_tokenizers as hf_pre  # noqa: E402
 
-SPECIALS = ["<|endoftext|>", "<|pad|>"]
-ADDED = ["<think>", "<|eot|>"]  # added after training: a plain one and a special one
-LLAMA3 = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
-    r"|\s+(?!\S)|\s+"
-)
-QWEN2 = LLAMA3.replace(r"\p{N}{1,3}", r"\p{N}")
+from hf_configs import ADDED, CONFIGS, LLAMA3, SPECIALS, byte_level, hf_text, train_hf  # noqa: E402
+from hf_configs import training_text as shared_training_text  # noqa: E402
 
 
 def tokenizer_from_hf(config: dict, *, backend: str) -> crayon.Tokenizer:
@@ -43,100 +35,9 @@ def load_hf_tokenizer(path, *, backend: str) -> crayon.Tokenizer:
     return crayon.Tokenizer.from_spec(read_hf_tokenizer(path), backend=backend)
 
 
-# Characters Python's Unicode database knows: for unassigned ones HF's tables (Oniguruma, Rust) are newer or older.
-assigned_chars = st.characters(codec="utf-8", exclude_categories=["Cn"])
-hf_text = st.lists(
-    st.one_of(st.sampled_from(FRAGMENTS + ADDED), st.text(assigned_chars, max_size=4)), max_size=16
-).map("".join)
-
-
-def byte_level(use_regex: bool = True):
-    return hf_pre.ByteLevel(add_prefix_space=False, use_regex=use_regex)
-
-
-def then_bytes(*steps):
-    """Steps followed by ByteLevel without its regex, as Llama 3 and Qwen 2 files have it."""
-    return hf_pre.Sequence([*steps, byte_level(use_regex=False)])
-
-
-# name -> (pre-tokenizer, normalizer, ignore_merges)
-CONFIGS = {
-    "gpt2": lambda: (byte_level(), None, False),
-    "gpt2_prefix_space": lambda: (hf_pre.ByteLevel(add_prefix_space=True), None, False),
-    "llama3_ignore_merges": lambda: (then_bytes(hf_pre.Split(Regex(LLAMA3), "isolated")), None, True),
-    "qwen2_nfc": lambda: (then_bytes(hf_pre.Split(Regex(QWEN2), "isolated")), hf_norm.NFC(), False),
-    "digits_nfkc_lowercase": lambda: (
-        hf_pre.Sequence([hf_pre.Digits(individual_digits=True), byte_level()]),
-        hf_norm.Sequence([hf_norm.NFKC(), hf_norm.Lowercase()]),
-        False,
-    ),
-    "digit_runs_nfd_strip_accents": lambda: (
-        hf_pre.Sequence([hf_pre.Digits(individual_digits=False), byte_level()]),
-        hf_norm.Sequence([hf_norm.NFD(), hf_norm.StripAccents()]),
-        False,
-    ),
-    "replace_strip_prepend": lambda: (
-        byte_level(),
-        hf_norm.Sequence(
-            [hf_norm.Replace("``", '"'), hf_norm.Replace(Regex(r"\s+"), " "), hf_norm.Strip(), hf_norm.Prepend("▁")]
-        ),
-        False,
-    ),
-    "nmt_punctuation": lambda: (
-        hf_pre.Sequence([hf_pre.Punctuation("merged_with_previous"), byte_level()]),
-        hf_norm.Nmt(),
-        False,
-    ),
-    "whitespace": lambda: (then_bytes(hf_pre.Whitespace()), None, False),
-    "whitespace_split": lambda: (then_bytes(hf_pre.WhitespaceSplit()), None, False),
-    "bert_pre_tokenizer": lambda: (then_bytes(hf_pre.BertPreTokenizer()), None, False),
-    "char_delimiter": lambda: (hf_pre.Sequence([hf_pre.CharDelimiterSplit("e"), byte_level()]), None, False),
-    "fixed_length": lambda: (then_bytes(hf_pre.FixedLength(4)), None, False),
-    "split_string_pattern": lambda: (
-        hf_pre.Sequence([hf_pre.Split(" ", "merged_with_next"), byte_level()]), None, False
-    ),
-    "byte_level_normalizer": lambda: (hf_pre.Split(Regex("Ġ?[^Ġ]+"), "isolated"), hf_norm.ByteLevel(), False),
-    "neox_nfc_whitespace_tokens": lambda: (byte_level(), hf_norm.NFC(), False),
-    **{
-        f"split_{behavior}{'_inverted' if invert else ''}": (
-            lambda behavior=behavior, invert=invert: (
-                hf_pre.Sequence([hf_pre.Split(Regex(r"\s+|[.,;]"), behavior, invert=invert), byte_level()]),
-                None,
-                False,
-            )
-        )
-        for behavior in pre.BEHAVIORS
-        for invert in (False, True)
-    },
-}
-
-
-# GPT-NeoX's added tokens: runs of spaces matched in the normalized text, which NFC never changes or makes.
-EXTRA_ADDED = {"neox_nfc_whitespace_tokens": [AddedToken(" " * n, normalized=True) for n in range(2, 8)]}
-
-
 @pytest.fixture(scope="module")
 def training_text():
-    text = corpus_text("big.txt", 100_000) + corpus_text("multilingual.txt", 40_000)
-    return [text[i : i + 2000] for i in range(0, len(text), 2000)]
-
-
-def train_hf(training_text, pre_tokenizer, normalizer=None, ignore_merges=False, extra_added=()):
-    """A small byte-level BPE trained by HF tokenizers, with specials and added tokens."""
-    hf = tokenizers.Tokenizer(models.BPE(ignore_merges=ignore_merges))
-    hf.pre_tokenizer = pre_tokenizer
-    if normalizer is not None:
-        hf.normalizer = normalizer
-    hf.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=600, initial_alphabet=hf_pre.ByteLevel.alphabet(), special_tokens=SPECIALS, show_progress=False
-    )
-    hf.train_from_iterator(training_text, trainer)
-    # Without a normalizer a plain added token may keep HF's default normalized=true; with one it must not.
-    hf.add_tokens([ADDED[0] if normalizer is None else AddedToken(ADDED[0], normalized=False)])
-    hf.add_special_tokens([ADDED[1]])
-    hf.add_tokens(list(extra_added))
-    return hf
+    return shared_training_text()
 
 
 def crayon_from(hf):
@@ -145,29 +46,6 @@ def crayon_from(hf):
 
 def hf_ids(hf, text):
     return hf.encode(text, add_special_tokens=False).ids
-
-
-@pytest.fixture(scope="module", params=sorted(CONFIGS))
-def pair(request, training_text):
-    """(HF tokenizer, Crayon tokenizer loaded from its JSON) for one configuration."""
-    hf = train_hf(training_text, *CONFIGS[request.param](), extra_added=EXTRA_ADDED.get(request.param, ()))
-    return hf, crayon_from(hf)
-
-
-@pytest.mark.parametrize("corpus", CORPUS_FILES)
-def test_corpus_slices_match_hf(pair, corpus):
-    hf, tok = pair
-    text = corpus_text(corpus, 400_000)[-2500:] + f" {ADDED[0]} x{ADDED[1]}y {SPECIALS[0]}   e\u0301  \u00a0 "
-    ids = tok.encode(text, allowed_special="all")
-    assert ids == hf_ids(hf, text)
-    assert tok.decode(ids) == hf.decode(ids, skip_special_tokens=False)
-
-
-@settings(max_examples=40, deadline=None)
-@given(text=hf_text)
-def test_generated_text_matches_hf(pair, text):
-    hf, tok = pair
-    assert tok.encode(text, allowed_special="all") == hf_ids(hf, text)
 
 
 # --- components against HF's own ----------------------------------------------------------------------------

@@ -138,22 +138,3 @@ def test_hostile_dat_arrays_give_ids_not_crashes(scale):
             assert 1 <= len(ids) <= len(data)
 
 
-@pytest.mark.parametrize("pattern", ["cl100k_base", None])
-def test_jit_engine_matches_the_reference_engine(pattern):
-    from crayon.tokenizer import Tokenizer
-
-    whole_text = None if pattern else (lambda text: [text] if text else [])
-    tokenizers = {
-        backend: Tokenizer("t", model("sparse"), pattern=pattern, pretokenizer=whole_text, backend=backend,
-                           algorithm="longest")
-        for backend in ("reference", "jit")
-    }
-    assert tokenizers["jit"].backend == "jit"
-    texts = [corpus_text(name, limit=3000) for name in CORPUS_FILES] + ["", "é"]
-    expected = [tokenizers["reference"].encode_ordinary(text) for text in texts]
-    assert [tokenizers["jit"].encode_ordinary(text) for text in texts] == expected
-    for threads in (1, 3, None):
-        assert tokenizers["jit"].encode_ordinary_batch(texts, num_threads=threads) == expected
-    assert tokenizers["jit"].decode_bytes(expected[0]) == texts[0].encode()
-    with pytest.raises(ValueError, match="num_threads"):
-        tokenizers["jit"].encode_ordinary_batch(texts, num_threads=0)

@@ -54,6 +54,9 @@ from crayon.reference.pretokenize import PatternSpanner
 from crayon.reference.unigram import UnigramModel
 from crayon.reference.wordpiece import WordPieceModel
 
+__all__ = ["read_hf_tokenizer", "spec_from_hf", "pipeline_from_hf", "pipeline_to_hf", "save_hf_tokenizer", "tokenizer_to_hf",
+           "merges_from_ranks"]
+
 _ID_FREE_POST_PROCESSORS = ("ByteLevel", "TemplateProcessing", "RobertaProcessing", "BertProcessing")
 _BYTE_PRESERVING_DECODERS = ("ByteLevel", "Fuse")
 

@@ -10,6 +10,8 @@ import os
 
 from crayon.errors import FormatError
 
+__all__ = ["load_tiktoken_bpe", "save_tiktoken_bpe"]
+
 
 def load_tiktoken_bpe(path: str | os.PathLike, expected_sha256: str | None = None) -> dict[bytes, int]:
     """Load mergeable ranks (token bytes -> rank) from a ``.tiktoken`` or ``.tiktoken.gz`` file; with

@@ -270,6 +270,8 @@ class CudaEngine(_GpuPipeline):
     def encode_ordinary_flat(self, texts: Sequence[str],
                              num_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """All texts' tokens in one uint32 array and int64 offsets: text i is tokens[offsets[i]:offsets[i + 1]]."""
+        if (self.cpu.tables["byte_tokens"] < 0).any():  # a byte without a token: the CPU engine's exact path
+            return self.cpu.encode_ordinary_flat(texts)
         if self.pattern_id is not None:
             return self._encode_flat([text.encode("utf-8") for text in texts], None)
         return self._encode_flat(*self._host_spans(texts))

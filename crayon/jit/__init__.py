@@ -12,6 +12,8 @@ from typing import AbstractSet, Collection, Literal
 
 import numpy as np
 
+__all__ = ["encode"]
+
 _JIT_TWINS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 

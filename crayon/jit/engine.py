@@ -303,15 +303,16 @@ class JitEngine:
 
     def encode_ordinary_flat(self, texts: Sequence[str], num_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """All texts' tokens in one uint32 array and int64 offsets: text i is tokens[offsets[i]:offsets[i + 1]]."""
+        threads = _threads(num_threads, len(texts))
         if self.pattern_id is None and self.compiled_splits is not None and (self.tables["byte_tokens"] >= 0).all():
             return self._encode_compiled_flat(texts)
-        if self.pattern_id is None or (self.tables["byte_tokens"] < 0).any():
+        if self.pattern_id is None or (self.tables["byte_tokens"] < 0).any():  # text by text, as encode_ordinary_array
             return flat_from_arrays([self.encode_ordinary_array(text) for text in texts])
         encoded = [text.encode("utf-8") for text in texts]
         data = np.frombuffer(b"".join(encoded), np.uint8)
         doc_offsets = np.zeros(len(encoded) + 1, np.int64)
         np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=doc_offsets[1:])
-        bounds = _chunk_bounds(doc_offsets, _threads(num_threads, len(encoded)))
+        bounds = _chunk_bounds(doc_offsets, threads)
         if len(bounds) <= 2:
             results = [self._encode_docs(data, doc_offsets, 0, len(encoded))]
         else:
@@ -344,14 +345,20 @@ def _chunk_bounds(doc_offsets: np.ndarray, n_chunks: int) -> list[int]:
     return sorted({0, len(doc_offsets) - 1, *(int(cut) for cut in cuts)})
 
 
-def make_engine(tokenizer) -> JitEngine:
-    """The jit engine of a tokenizer (``crayon.tokenizer.make_engine`` calls this for backend "jit")."""
+def make_engine(tokenizer, **options) -> JitEngine:
+    """The jit engine of a tokenizer (``crayon.tokenizer.make_engine`` calls this for backend "jit"); ``options``
+    are ``JitEngine``'s (``encoder``, ``kernels``, ...). A longest-match tokenizer takes no options."""
     if tokenizer.algorithm == "longest":
         from crayon.jit.longest import LongestMatchEngine
 
+        if options:
+            raise TypeError(f"the longest-match jit engine takes no options, not {', '.join(options)}")
         return LongestMatchEngine(tokenizer)
     if tokenizer.tables is None and isinstance(tokenizer.model, (WordPieceModel, UnigramModel, CharBytePairModel)):
         from crayon.jit.vocab_models import VocabModelEngine
 
+        if options:
+            raise TypeError(f"the jit engine of a {type(tokenizer.model).__name__} takes no options, "
+                            f"not {', '.join(options)}")
         return VocabModelEngine(tokenizer)
-    return JitEngine(tokenizer, tables=tokenizer.tables)
+    return JitEngine(tokenizer, tables=tokenizer.tables, **options)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from crayon.lookup.vocab_tokenizer import VocabTokenizer
 
+__all__ = ["CharTokenizer"]
+
 
 class CharTokenizer(VocabTokenizer):
     """Maps each Unicode code point (not byte) to an id; ids 0-3 are `<PAD>`, `<UNK>`, `<BOS>`, `<EOS>`.

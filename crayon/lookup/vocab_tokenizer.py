@@ -17,6 +17,9 @@ from collections.abc import Iterable
 
 from crayon.errors import UnknownTokenError
 
+__all__ = ["VocabTokenizer", "SPECIAL_TOKENS", "PAD_TOKEN", "UNK_TOKEN", "BOS_TOKEN", "EOS_TOKEN", "PAD_ID", "UNK_ID", "BOS_ID",
+           "EOS_ID", "check_text"]
+
 PAD_TOKEN, UNK_TOKEN, BOS_TOKEN, EOS_TOKEN = "<PAD>", "<UNK>", "<BOS>", "<EOS>"
 SPECIAL_TOKENS = (PAD_TOKEN, UNK_TOKEN, BOS_TOKEN, EOS_TOKEN)
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = range(len(SPECIAL_TOKENS))

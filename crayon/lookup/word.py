@@ -7,6 +7,8 @@ import unicodedata
 
 from crayon.lookup.vocab_tokenizer import VocabTokenizer
 
+__all__ = ["WordTokenizer"]
+
 # A word is a maximal run of word characters (Unicode letters, digits, underscore: Python's \w);
 # every other non-whitespace character is a token of its own.
 PUNCTUATION_PATTERN = re.compile(r"[^\w\s]")
