@@ -49,6 +49,7 @@ SMALL_CACHE_BUCKETS, SMALL_MEMO_SLOTS = 1 << 10, 1 << 12  # a thread's first cac
 FEW_TOKENS = 32  # as_list converts this many tokens or fewer directly (measured faster than through id_objects)
 SHORT_CALL_BYTES = 4096  # one text up to this long is encoded in reusable per-thread arrays
 GROW_AFTER_BYTES = 1 << 16  # then full-size ones (2 MB each) once the thread has encoded this much text
+PIECES_PER_THREAD = 4  # a batch on several threads is cut into this many runs of texts per thread
 KERNEL_CHOICES = ("auto", "aot", "numba")
 
 
@@ -187,7 +188,8 @@ class JitEngine:
 
     def _encode_short(self, encoded: bytes) -> list[int] | None:
         """Tokens of one text of at most ``SHORT_CALL_BYTES`` through this thread's reusable arrays (a call
-        allocates only its list), or None where a span is longer than the thread's scratch holds."""
+        allocates only its list), or None where the general path must answer (a span longer than the thread's
+        scratch holds, a byte without a token)."""
         local = self._local
         arrays = getattr(local, "short_call", None)
         if arrays is None:
@@ -201,11 +203,7 @@ class JitEngine:
         status = (self._kernels or self.kernels).encode_docs_kernel(
             data, doc_offsets, 1, self.pattern_id, self._char_tables, self.kernel_tables, self._encoder_id,
             self._buffers(0, len(encoded)) + (classes, ends), out, counts, resume)
-        if status == NEED_SCRATCH:
-            return None
-        if status < 0:
-            raise_for_status(status, data, self.tables["byte_tokens"])
-        return self.as_list(out[:status])
+        return None if status < 0 else self.as_list(out[:status])
 
     def _split(self, text: str) -> list[bytes]:
         if self._normalizer is not None:
@@ -249,10 +247,7 @@ class JitEngine:
 
     def encode_ordinary(self, text: str) -> list[int]:
         if self.pattern_id is not None and len(text) <= SHORT_CALL_BYTES // 4:  # so at most SHORT_CALL_BYTES bytes
-            try:
-                tokens = self._encode_short(text.encode("utf-8"))
-            except UnknownTokenError:
-                tokens = None  # encode_ordinary_array takes the reference merges for bytes without a token
+            tokens = self._encode_short(text.encode("utf-8"))
             if tokens is not None:
                 return tokens
         return self.as_list(self.encode_ordinary_array(text))
@@ -308,27 +303,45 @@ class JitEngine:
             return self._encode_compiled_flat(texts)
         if self.pattern_id is None or (self.tables["byte_tokens"] < 0).any():  # text by text, as encode_ordinary_array
             return flat_from_arrays([self.encode_ordinary_array(text) for text in texts])
-        encoded = [text.encode("utf-8") for text in texts]
-        data = np.frombuffer(b"".join(encoded), np.uint8)
-        doc_offsets = np.zeros(len(encoded) + 1, np.int64)
-        np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=doc_offsets[1:])
-        bounds = _chunk_bounds(doc_offsets, threads)
-        if len(bounds) <= 2:
-            results = [self._encode_docs(data, doc_offsets, 0, len(encoded))]
-        else:
-            with ThreadPoolExecutor(len(bounds) - 1) as pool:
-                results = list(pool.map(lambda i: self._encode_docs(data, doc_offsets, bounds[i], bounds[i + 1]),
-                                        range(len(bounds) - 1)))
-        tokens = np.concatenate([chunk for chunk, _ in results]) if results else np.empty(0, np.uint32)
-        offsets = np.zeros(len(encoded) + 1, np.int64)
-        if results:
-            np.cumsum(np.concatenate([counts for _, counts in results]), out=offsets[1:])
-        return tokens, offsets
+        results = self._in_pieces(texts, threads, self._encode_texts)
+        offsets = np.zeros(len(texts) + 1, np.int64)
+        np.cumsum(np.concatenate([counts for _, counts in results]), out=offsets[1:])
+        return np.concatenate([tokens for tokens, _ in results]), offsets
 
     def encode_ordinary_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
-        tokens, offsets = self.encode_ordinary_flat(texts, num_threads)
+        threads = _threads(num_threads, len(texts))
+        if self.pattern_id is None or (self.tables["byte_tokens"] < 0).any():
+            tokens, offsets = self.encode_ordinary_flat(texts, threads)
+            flat = self.as_list(tokens)
+            return [flat[offsets[i] : offsets[i + 1]] for i in range(len(texts))]
+        return [tokens for piece in self._in_pieces(texts, threads, self._token_lists) for tokens in piece]
+
+    def _encode_texts(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(tokens, counts) of texts with the fused kernel, their UTF-8 encoding included, so that a thread does
+        all the work of its piece."""
+        encoded = [text.encode("utf-8") for text in texts]
+        doc_offsets = np.zeros(len(encoded) + 1, np.int64)
+        np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=doc_offsets[1:])
+        return self._encode_docs(np.frombuffer(b"".join(encoded), np.uint8), doc_offsets, 0, len(encoded))
+
+    def _token_lists(self, texts: Sequence[str]) -> list[list[int]]:
+        """Each text's tokens as a list, the lists built by the thread that encoded the piece."""
+        tokens, counts = self._encode_texts(texts)
         flat = self.as_list(tokens)
-        return [flat[offsets[i] : offsets[i + 1]] for i in range(len(texts))]
+        ends = np.cumsum(counts).tolist()
+        return [flat[start:end] for start, end in zip([0, *ends], ends)]
+
+    def _in_pieces(self, texts: Sequence[str], threads: int, work) -> list:
+        """``work(piece)`` for runs of the texts: all of them at once on one thread; else ``PIECES_PER_THREAD``
+        runs of about equal length per thread, so that while one thread holds the GIL (UTF-8 encoding, building
+        lists) the other runs a kernel, which releases it."""
+        if threads == 1:
+            return [work(texts)]
+        lengths = np.zeros(len(texts) + 1, np.int64)
+        np.cumsum(np.fromiter(map(len, texts), np.int64, len(texts)), out=lengths[1:])
+        bounds = _chunk_bounds(lengths, threads * PIECES_PER_THREAD)
+        with ThreadPoolExecutor(threads) as pool:
+            return list(pool.map(lambda i: work(texts[bounds[i] : bounds[i + 1]]), range(len(bounds) - 1)))
 
 
 def _threads(num_threads: int | None, n_texts: int) -> int:
@@ -339,7 +352,8 @@ def _threads(num_threads: int | None, n_texts: int) -> int:
 
 
 def _chunk_bounds(doc_offsets: np.ndarray, n_chunks: int) -> list[int]:
-    """Doc indexes cutting the texts into at most ``n_chunks`` runs of about equal bytes."""
+    """Doc indexes cutting the texts into at most ``n_chunks`` runs of about equal size (``doc_offsets``: the
+    running total of the texts' sizes, from 0)."""
     total = int(doc_offsets[-1])
     cuts = np.searchsorted(doc_offsets, [total * k // n_chunks for k in range(1, n_chunks)])
     return sorted({0, len(doc_offsets) - 1, *(int(cut) for cut in cuts)})
