@@ -12,8 +12,8 @@ overflowing tokens, offsets, special-token masks, lengths, token type ids) are e
     tokenizer = CrayonTokenizerFast.from_pretrained("path/to/model")   # a folder with tokenizer.json
     batch = tokenizer(texts, padding=True, truncation=True, max_length=512, return_tensors="np")
 
-Crayon loads byte-level BPE tokenizers; any other model (WordPiece, Unigram, ...) is refused at loading with
-``UnsupportedComponentError``.
+The adapter takes byte-level BPE tokenizers (what it is tested against transformers on); any other model
+(WordPiece, Unigram, BPE over characters) is refused at loading with ``UnsupportedComponentError``.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ except ImportError as missing:  # pragma: no cover - the message is the point
 
 from crayon.errors import UnsupportedComponentError
 from crayon.formats.hf_io import spec_from_hf
+from crayon.reference.bpe import BytePairModel
 from crayon.tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -47,6 +48,8 @@ def crayon_tokenizer_of(hf_tokenizer: PreTrainedTokenizerFast, backend: str = "a
     config["truncation"] = config["padding"] = None  # transformers sets these per call; Crayon pads itself
     try:
         spec = spec_from_hf(config, name=hf_tokenizer.name_or_path or "tokenizer")
+        if not isinstance(spec.model, BytePairModel):
+            raise UnsupportedComponentError(f"a {type(spec.model).__name__}: the adapter takes byte-level BPE")
         return Tokenizer.from_spec(spec, backend=backend)
     except UnsupportedComponentError as error:
         raise UnsupportedComponentError(

@@ -49,7 +49,8 @@ def load(
     ``source``: a built-in name (an OpenAI encoding: "gpt2", "r50k_base", "p50k_base", "p50k_edit",
     "cl100k_base", "o200k_base"; or a profile from ``crayon.list_profiles()`` such as "lite"), a cartridge
     (``.crayon``; the suffix may be left out, as ``Tokenizer.save`` adds it), a ``.tiktoken`` file (give
-    ``pattern``: a name such as "cl100k_base" or a regex, and ``special_tokens``), an HF ``tokenizer.json``, or a
+    ``pattern``: a name such as "cl100k_base" or a regex, and ``special_tokens``), an HF ``tokenizer.json``
+    (byte-level BPE, WordPiece, Unigram, or BPE over characters), a SentencePiece unigram or bpe ``.model``, or a
     Crayon v2 ``.dat`` (with its ``.json`` beside it; a longest-match tokenizer). A str with neither a path
     separator nor a dot is a name: the built-in profile of that name, else the cartridge ``NAME.crayon`` in the
     working folder, never another file or folder named so.
@@ -77,7 +78,13 @@ def load(
         return tokenizer if algorithm == "bpe" else as_longest_match(tokenizer, backend)
     if path.suffix == ".dat":
         return _load_seed_v2(path, backend=backend)
-    if path.name.endswith(".json"):
+    if path.suffix == ".model":
+        from crayon.formats.sentencepiece import read_sentencepiece_tokenizer
+
+        if algorithm != "bpe":
+            raise ValueError(f"algorithm={algorithm!r} does not apply to a SentencePiece model")
+        tokenizer = Tokenizer.from_spec(read_sentencepiece_tokenizer(path), backend=backend)
+    elif path.name.endswith(".json"):
         from crayon.formats.hf_io import read_hf_tokenizer
 
         tokenizer = Tokenizer.from_spec(read_hf_tokenizer(path), backend=backend if algorithm == "bpe" else "reference")
@@ -92,7 +99,8 @@ def load(
             backend=backend if algorithm == "bpe" else "reference",
         )
     else:
-        raise ValueError(f"{path.name}: unknown vocabulary format (expected .crayon, .tiktoken[.gz], .json or .dat)")
+        raise ValueError(
+            f"{path.name}: unknown vocabulary format (expected .crayon, .tiktoken[.gz], .json, .model or .dat)")
     return tokenizer if algorithm == "bpe" else as_longest_match(tokenizer, backend)
 
 

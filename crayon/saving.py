@@ -13,6 +13,9 @@ from pathlib import Path
 import numpy as np
 
 from crayon.cartridge import check_writable, vocab_sections, write_cartridge
+from crayon.errors import UnsupportedComponentError
+from crayon.reference.bpe import BytePairModel
+from crayon.reference.longest import LongestMatchModel
 
 __all__ = ["CARTRIDGE_SECTION", "save_cartridge"]
 
@@ -29,6 +32,9 @@ CARTRIDGE_SECTION = {
 def save_cartridge(tokenizer, path: str | os.PathLike, *, source: dict | None = None) -> Path:
     """Write ``tokenizer`` (a ``crayon.Tokenizer``) as a cartridge (see the module docstring); return the path
     written: ``path``, with ``.crayon`` appended when it lacks it."""
+    if tokenizer.tables is None and not isinstance(tokenizer.model, (BytePairModel, LongestMatchModel)):
+        raise UnsupportedComponentError(
+            f"a cartridge of a {type(tokenizer.model).__name__} (cartridges hold byte-level BPE and longest match)")
     path = check_writable(path)
     metadata = {
         "name": tokenizer.name,

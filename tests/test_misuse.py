@@ -423,7 +423,9 @@ def test_an_unsupported_hf_model_is_named_first(tmp_path, kind):
     hf = tokenizers.Tokenizer(model)
     hf.normalizer, hf.pre_tokenizer = normalizers.BertNormalizer(), pre_tokenizers.BertPreTokenizer()
     hf.save(str(tmp_path / "tokenizer.json"))
-    with pytest.raises(UnsupportedComponentError, match=f"model '{kind}' is not supported"):
+    # WordPiece and Unigram models are read (tests/test_vocab_models.py): there the normalizer is what is missing
+    missing = f"model '{kind}' is not supported" if kind == "WordLevel" else "BertNormalizer"
+    with pytest.raises(UnsupportedComponentError, match=missing):
         crayon.load(tmp_path / "tokenizer.json")
 
 

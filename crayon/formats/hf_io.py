@@ -1,4 +1,6 @@
-"""Read and write HF tokenizers' ``tokenizer.json`` files of byte-level BPE models.
+"""Read and write HF tokenizers' ``tokenizer.json`` files of byte-level BPE models; read those of models over
+characters (WordPiece, Unigram, BPE without ByteLevel such as Llama 2's, with byte fallback: see
+``_vocab_model_spec``).
 
 Reading gives a ``TokenizerSpec``; the Tokenizer built from it (``crayon.load``, ``Tokenizer.from_spec``) gives
 with ``encode(text, allowed_special="all")`` the ids of HF's ``encode(text, add_special_tokens=False)``:
@@ -48,7 +50,10 @@ from crayon.formats.hf_pretokenize import (
 )
 from crayon.formats.hf_normalize import Normalizer, normalizer_from_hf
 from crayon.formats.spec import TokenizerSpec
+from crayon.reference.char_bpe import CharBytePairModel
 from crayon.reference.pretokenize import PatternSpanner
+from crayon.reference.unigram import UnigramModel
+from crayon.reference.wordpiece import WordPieceModel
 
 __all__ = ["read_hf_tokenizer", "spec_from_hf", "pipeline_from_hf", "pipeline_to_hf", "save_hf_tokenizer", "tokenizer_to_hf",
            "merges_from_ranks"]
@@ -73,17 +78,21 @@ def read_hf_tokenizer(path: str | os.PathLike) -> TokenizerSpec:
 
 
 def spec_from_hf(config: dict, *, name: str = "tokenizer") -> TokenizerSpec:
-    """The spec of the parsed JSON object of a ``tokenizer.json``; the model is checked first, since an
-    unsupported model (WordPiece, Unigram, WordLevel) is the cause of whatever else does not fit."""
+    """The spec of the parsed JSON object of a ``tokenizer.json``; the model type is checked first, since an
+    unsupported model (WordLevel) is the cause of whatever else does not fit."""
     if not isinstance(config, dict) or not isinstance(config.get("model"), dict):
         raise FormatError("a tokenizer.json is a JSON object with a \"model\" object")
     model_spec = config["model"]
-    vocab = _check_bpe_model(model_spec)
+    kind = model_spec.get("type", "BPE" if "merges" in model_spec else None)
+    if kind not in ("BPE", "WordPiece", "Unigram"):
+        raise UnsupportedComponentError(f"model {kind!r} is not supported (BPE, WordPiece, Unigram)")
     _check_encoding_options(config)
     _check_post_processor(config.get("post_processor"))
+    normalizer, pretokenizer = pipeline_from_hf(config, byte_level=None)
+    if kind != "BPE" or not pretokenizer.output_is_byte_chars:
+        return _vocab_model_spec(config, model_spec, name, normalizer, pretokenizer)
+    vocab = _check_bpe_model(model_spec)
     _check_decoder(config.get("decoder"))
-
-    normalizer, pretokenizer = pipeline_from_hf(config)
     pattern = known_pattern_of(config.get("pre_tokenizer")) if normalizer is None else None
 
     special_tokens, added_tokens = _added_tokens(config.get("added_tokens") or [], vocab, normalizer)
@@ -144,15 +153,59 @@ def template_from_hf(spec: dict | None) -> tuple[tuple[int, ...], tuple[int, ...
     return (), ()
 
 
-def pipeline_from_hf(config: dict) -> tuple[Normalizer | None, HFPreTokenizer]:
-    """The normalizer and pre-tokenizer of a ``tokenizer.json`` object (its "normalizer", "pre_tokenizer")."""
+def _vocab_model_spec(config: dict, model_spec: dict, name: str, normalizer: Normalizer | None,
+                      pretokenizer: HFPreTokenizer) -> TokenizerSpec:
+    """A WordPiece, Unigram or BPE model over characters (``crayon.reference.wordpiece``, ``.unigram``,
+    ``.char_bpe``).
+
+    Decoding joins what the tokens stand for (``▁`` as a space, ``<0xXX>`` as that byte, ``##`` kept): HF's
+    decoders (WordPiece's spaces between words, Metaspace's first-space strip) are not implemented."""
+    if pretokenizer.output_is_byte_chars:
+        raise UnsupportedComponentError("ByteLevel with a model over characters (WordPiece, Unigram)")
+    kind = model_spec.get("type", "BPE" if "merges" in model_spec else None)
+    if kind == "WordPiece":
+        vocab = model_spec.get("vocab") or {}
+        model = WordPieceModel(vocab, unk_token=model_spec.get("unk_token", "[UNK]"),
+                               continuing_subword_prefix=model_spec.get("continuing_subword_prefix", "##"),
+                               max_input_chars_per_word=model_spec.get("max_input_chars_per_word", 100))
+    elif kind == "BPE":
+        vocab = model_spec.get("vocab") or {}
+        model = _char_bpe_model(model_spec, vocab)
+    elif kind == "Unigram":
+        pieces = [(piece, score) for piece, score in model_spec.get("vocab") or []]
+        vocab = {piece: token_id for token_id, (piece, _) in enumerate(pieces)}
+        model = UnigramModel(pieces, unk_id=model_spec.get("unk_id"),
+                             byte_fallback=model_spec.get("byte_fallback", False))
+    else:
+        raise UnsupportedComponentError(f"model {kind!r} is not supported (BPE, WordPiece, Unigram)")
+    special_tokens, added_tokens = _added_tokens(config.get("added_tokens") or [], vocab, normalizer)
+    return TokenizerSpec(name, model, pattern=None, special_tokens=special_tokens, added_tokens=added_tokens,
+                         normalizer=normalizer, pretokenizer=pretokenizer)
+
+
+def _char_bpe_model(spec: dict, vocab: dict[str, int]) -> CharBytePairModel:
+    if spec.get("dropout") not in (None, 0, 0.0):
+        raise UnsupportedComponentError(f"BPE dropout={spec['dropout']} (random merges)")
+    for option in ("continuing_subword_prefix", "end_of_word_suffix", "ignore_merges"):
+        if spec.get(option):
+            raise UnsupportedComponentError(f"BPE over characters with {option}={spec[option]!r}")
+    merges = [tuple(merge.split(" ")) if isinstance(merge, str) else tuple(merge) for merge in spec.get("merges", [])]
+    if any(len(merge) != 2 for merge in merges):
+        raise ValueError("a merge is not two tokens")
+    return CharBytePairModel(vocab, merges, unk_token=spec.get("unk_token"),
+                             byte_fallback=bool(spec.get("byte_fallback")), fuse_unk=bool(spec.get("fuse_unk")))
+
+
+def pipeline_from_hf(config: dict, *, byte_level: bool | None = True) -> tuple[Normalizer | None, HFPreTokenizer]:
+    """The normalizer and pre-tokenizer of a ``tokenizer.json`` object (its "normalizer", "pre_tokenizer"); they
+    must map the text to byte-level characters if ``byte_level``, must not if it is False (None: no check)."""
     normalizer = None if config.get("normalizer") is None else normalizer_from_hf(config["normalizer"])
     pre_tokenizer_spec = config.get("pre_tokenizer")
     pretokenizer = HFPreTokenizer(
         None if pre_tokenizer_spec is None else step_from_hf(pre_tokenizer_spec),
         input_is_byte_chars=normalizer is not None and normalizer.maps_to_byte_chars,
     )
-    if not pretokenizer.output_is_byte_chars:
+    if byte_level is True and not pretokenizer.output_is_byte_chars:
         raise UnsupportedComponentError(
             "BPE over characters: no ByteLevel pre-tokenizer or normalizer maps the text to bytes"
         )
@@ -326,8 +379,10 @@ def save_hf_tokenizer(tokenizer: TokenizerSpec, path: str | os.PathLike) -> None
 
 
 def tokenizer_to_hf(tokenizer: TokenizerSpec) -> dict:
-    """The ``tokenizer.json`` object of a spec or a ``crayon.Tokenizer``."""
+    """The ``tokenizer.json`` object of a spec or a ``crayon.Tokenizer`` of a byte-level BPE model."""
     model = tokenizer.model
+    if not isinstance(model, BytePairModel):
+        raise UnsupportedComponentError(f"writing a {type(model).__name__} as a tokenizer.json (only byte-level BPE)")
     vocab = {to_byte_chars(token): token_id for token, token_id in model.ranks.items()}
     merges = model.merges if model.merges is not None else merges_from_ranks(model.ranks)
     added_tokens = []

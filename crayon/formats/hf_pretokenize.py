@@ -18,6 +18,7 @@ import regex
 
 from crayon.errors import UnsupportedComponentError
 from crayon.reference.unicode16 import pin_unicode_classes
+from crayon.reference.regex_vm import SPLIT_BEHAVIORS, RegexSplit
 
 # ----------------------------------------------------------------------------------------------------------
 # GPT-2's byte <-> character table: printable Latin-1 bytes stand for themselves, the 68 others are shifted
@@ -256,7 +257,7 @@ def find_matches(pattern: regex.Pattern, text: str) -> list[tuple[int, int, bool
     return slices
 
 
-BEHAVIORS = ("removed", "isolated", "merged_with_previous", "merged_with_next", "contiguous")
+BEHAVIORS = SPLIT_BEHAVIORS
 _HF_BEHAVIOR_NAMES = {
     "Removed": "removed",
     "Isolated": "isolated",
@@ -333,6 +334,16 @@ class PreTokenizerStep:
     def to_hf(self) -> dict:
         raise NotImplementedError
 
+    def regex_splits(self) -> tuple[list[RegexSplit], bool]:
+        """This step as regex splits (see ``crayon.reference.regex_vm.RegexSplit``)."""
+        raise UnsupportedComponentError(f"pre-tokenizer {type(self).__name__} has no regex form")
+
+
+def _regex_split(pattern: regex.Pattern, behavior: str, invert: bool) -> RegexSplit:
+    if pattern.flags & ~(regex.MULTILINE | regex.VERSION0 | regex.UNICODE):
+        raise UnsupportedComponentError(f"regex {pattern.pattern!r} with flags {pattern.flags:#x}")
+    return RegexSplit(pattern.pattern, bool(pattern.flags & regex.MULTILINE), behavior, invert)
+
 
 class PatternSplit(PreTokenizerStep):
     """Split on every match of a compiled pattern, with one of HF's behaviors (the base of most steps)."""
@@ -347,6 +358,9 @@ class PatternSplit(PreTokenizerStep):
         if self.invert:
             slices = [(start, end, not is_match) for start, end, is_match in slices]
         return split_text(piece, slices, self.behavior)
+
+    def regex_splits(self) -> tuple[list[RegexSplit], bool]:
+        return [_regex_split(self.regex, self.behavior, self.invert)], False
 
 
 class Split(PatternSplit):
@@ -386,6 +400,10 @@ class ByteLevel(PreTokenizerStep):
             piece = " " + piece
         pieces = self._gpt2_split.split(piece) if self.use_regex else [piece]
         return [to_byte_chars(piece.encode("utf-8")) for piece in pieces]
+
+    def regex_splits(self) -> tuple[list[RegexSplit], bool]:
+        splits, _ = self._gpt2_split.regex_splits() if self.use_regex else ([], False)
+        return splits, self.add_prefix_space
 
     def to_hf(self) -> dict:
         return {
@@ -492,6 +510,41 @@ class FixedLength(PreTokenizerStep):
         return {"type": "FixedLength", "length": self.length}
 
 
+class Metaspace(PreTokenizerStep):
+    """HF ``Metaspace`` (SentencePiece's spaces): spaces become ``replacement`` (▁), one is put first where the
+    piece does not start with it (``prepend_scheme`` "always"), then the piece is split before each one.
+
+    ``prepend_scheme`` "first" (only at the start of the whole input, not after an added token) is refused:
+    Crayon's pre-tokenizer sees the text between added tokens without its offset."""
+
+    def __init__(self, replacement: str = "\u2581", prepend_scheme: str = "always", split: bool = True):
+        if prepend_scheme not in ("always", "never"):
+            raise UnsupportedComponentError(f"Metaspace prepend_scheme {prepend_scheme!r} (only always, never)")
+        if len(replacement) != 1:
+            raise UnsupportedComponentError(f"Metaspace replacement {replacement!r} is not one character")
+        self.replacement, self.prepend_scheme, self.split_pieces = replacement, prepend_scheme, split
+
+    def split(self, piece: str) -> list[str]:
+        piece = piece.replace(" ", self.replacement)
+        if self.prepend_scheme == "always" and piece and not piece.startswith(self.replacement):
+            piece = self.replacement + piece
+        if not self.split_pieces:
+            return [piece]
+        slices = find_matches(string_pattern(self.replacement), piece)
+        return split_text(piece, slices, "merged_with_next")
+
+    def to_hf(self) -> dict:
+        return {"type": "Metaspace", "replacement": self.replacement, "prepend_scheme": self.prepend_scheme,
+                "split": self.split_pieces}
+
+
+def _metaspace_from_hf(spec: dict) -> Metaspace:
+    scheme = spec.get("prepend_scheme")
+    if scheme is None:  # files written before prepend_scheme
+        scheme = "always" if spec.get("add_prefix_space", True) else "never"
+    return Metaspace(spec.get("replacement", "\u2581"), scheme, spec.get("split", True))
+
+
 class PreTokenizerSequence(PreTokenizerStep):
     """HF ``Sequence``: the steps one after the other, each on all the pieces of the one before."""
 
@@ -510,6 +563,18 @@ class PreTokenizerSequence(PreTokenizerStep):
 
     def split(self, piece: str) -> list[str]:
         return self([piece])
+
+    def regex_splits(self) -> tuple[list[RegexSplit], bool]:
+        splits, add_prefix_space = [], False
+        for index, step in enumerate(self.steps):
+            if any(before.maps_to_byte_chars for before in self.steps[:index]):
+                raise UnsupportedComponentError(f"{type(step).__name__} after ByteLevel splits byte-level text")
+            step_splits, prefix = step.regex_splits()
+            if prefix and index:
+                raise UnsupportedComponentError("ByteLevel add_prefix_space after another pre-tokenizer")
+            splits += step_splits
+            add_prefix_space = add_prefix_space or prefix
+        return splits, add_prefix_space
 
     def to_hf(self) -> dict:
         return {"type": "Sequence", "pretokenizers": [step.to_hf() for step in self.steps]}
@@ -543,6 +608,7 @@ _STEPS_BY_TYPE = {
     "CharDelimiterSplit": lambda spec: CharDelimiterSplit(spec["delimiter"]),
     "BertPreTokenizer": lambda spec: BertPreTokenizer(),
     "FixedLength": lambda spec: FixedLength(spec.get("length", 5)),
+    "Metaspace": _metaspace_from_hf,
     "Sequence": lambda spec: PreTokenizerSequence([step_from_hf(step) for step in spec["pretokenizers"]]),
 }
 
@@ -585,6 +651,14 @@ class HFPreTokenizer:
                     f"span {piece!r} after ByteLevel is not the byte-level form of text; Crayon's spans are text"
                 ) from None
         return [span for span in spans if span]
+
+    def regex_splits(self) -> tuple[list[RegexSplit], bool]:
+        """The steps as regex splits on the text (see ``crayon.reference.regex_vm.RegexSplit``)."""
+        if self.step is None:
+            return [], False
+        if self.output_is_byte_chars and not self.step.maps_to_byte_chars:
+            raise UnsupportedComponentError("a ByteLevel normalizer: the pre-tokenizer splits byte-level text")
+        return self.step.regex_splits()
 
     def to_hf(self) -> dict | None:
         return None if self.step is None else self.step.to_hf()

@@ -3,8 +3,10 @@
 For a tokenizer whose pattern has a jit pre-tokenizer (cl100k_base, o200k_base, r50k_base) and that has no
 normalizer or custom pre-tokenizer, one kernel walks the whole UTF-8 text: it finds each span with the state
 machine of ``crayon.jit.pretokenize``, looks the span up in the thread's piece cache and, on a miss, encodes it
-with the span encoder. Any other tokenizer is split by its own (reference) pre-tokenizer and only the span
-encoding runs in the kernel. Both are exact; the second is bounded by the Python pre-tokenizer's speed.
+with the span encoder. Any other pre-tokenizer that can be written as regex splits (any pattern, HF pipelines of
+Split, ByteLevel, Digits, Punctuation, Whitespace ...: ``regex_splits()``) runs compiled by ``crayon.jit.regex_vm``
+(after the normalizer, in Python), then the span encoder kernel; one that cannot runs in Python, with a one-time
+warning naming the reason. All are exact.
 
 The kernels and the span encoders they choose between are in ``crayon.jit.kernels``.
 
@@ -30,10 +32,14 @@ from crayon.jit.cache import new_piece_cache
 from crayon.jit.cores import available_cores
 from crayon.jit.kernels import ENCODERS, SPAN_BATCH
 from crayon.jit.pretokenize import PATTERN_IDS, jit_pattern_of, unicode_tables
+from crayon.jit.regex_vm import compiled_splits_of, kept_text
 from crayon.jit.status import NEED_SCRATCH, raise_for_status
 from crayon.jit.tables import build_bpe_tables, check_bpe_tables, kernel_tables
 from crayon.reference.cache import DEFAULT_BUCKETS
+from crayon.reference.char_bpe import CharBytePairModel
 from crayon.reference.engine import flat_from_arrays
+from crayon.reference.unigram import UnigramModel
+from crayon.reference.wordpiece import WordPieceModel
 
 __all__ = ["JitEngine", "make_engine", "tables_for", "DEFAULT_ENCODER", "KERNEL_CHOICES"]
 
@@ -108,6 +114,7 @@ class JitEngine:
         self._normalizer = tokenizer.normalizer
         self._pretokenizer = tokenizer.pretokenizer
         self._reference_model = lambda: tokenizer.model  # built on first use for a cartridge's tokenizer
+        self.compiled_splits = None if known is not None else compiled_splits_of(tokenizer.pretokenizer)
         if kernels not in KERNEL_CHOICES:
             raise ValueError(f"unknown kernels {kernels!r}; choose one of {', '.join(KERNEL_CHOICES)}")
         self._kernel_choice = kernels
@@ -206,7 +213,10 @@ class JitEngine:
     def encode_spans(self, spans: Sequence[bytes]) -> np.ndarray:
         """Tokens (uint32) of already pre-tokenized spans."""
         data = np.frombuffer(b"".join(spans), np.uint8)
-        ends = np.cumsum(np.fromiter(map(len, spans), np.int64, len(spans)))
+        return self.encode_span_ends(data, np.cumsum(np.fromiter(map(len, spans), np.int64, len(spans))))
+
+    def encode_span_ends(self, data: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """Tokens (uint32) of the spans data[ends[i - 1]:ends[i]] (from 0) of read-only UTF-8 ``data``."""
         out = np.empty(len(data), np.uint32)
         status = self.kernels.encode_spans_kernel(data, ends, self.kernel_tables, self._encoder_id,
                                                   *self._buffers(int(np.diff(ends, prepend=0).max(initial=0)), len(data)), out)
@@ -217,6 +227,9 @@ class JitEngine:
     def encode_ordinary_array(self, text: str) -> np.ndarray:
         """Tokens of ordinary text as a uint32 array."""
         try:
+            if self.pattern_id is None and self.compiled_splits is not None:
+                normalized = text if self._normalizer is None else self._normalizer(text)
+                return self.encode_span_ends(*self.compiled_splits(self.compiled_splits.prepare(normalized)))
             if self.pattern_id is None:
                 return self.encode_spans(self._split(text))
             encoded = text.encode("utf-8")
@@ -265,9 +278,40 @@ class JitEngine:
         except IndexError:
             raise CartridgeError("the BPE tables are corrupt: a token id outside the vocabulary came out") from None
 
+    def _encode_compiled_flat(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """``encode_ordinary_flat`` with the compiled pre-tokenizer: all texts split at once, then the span kernel
+        on each text's spans (views into the shared arrays, so a short text costs little more than the call)."""
+        splits = self.compiled_splits
+        prepared = [splits.prepare(text if self._normalizer is None else self._normalizer(text)) for text in texts]
+        data = np.frombuffer(b"".join(prepared), np.uint8)
+        text_ends = np.cumsum(np.fromiter(map(len, prepared), np.int64, len(prepared)))
+        ends, kept = splits.split(data, text_ends)
+        starts = np.concatenate(([0], ends[:-1])) if len(ends) else ends
+        keep = (kept != 0) & (ends > starts)
+        text_of_span = np.searchsorted(text_ends, starts[keep], side="right")
+        data, ends = kept_text(data, ends, kept)
+        data.flags.writeable = False
+        span_bounds = np.searchsorted(text_of_span, np.arange(len(texts) + 1))
+        cache, memo, scratch, alive = self._buffers(int(np.diff(ends, prepend=0).max(initial=0)), len(data))
+        out = np.empty(len(data), np.uint32)
+        offsets = np.zeros(len(texts) + 1, np.int64)
+        kernel, tables, encoder = self.kernels.encode_spans_kernel, self.kernel_tables, self._encoder_id
+        for index, (first, last) in enumerate(zip(span_bounds[:-1].tolist(), span_bounds[1:].tolist())):
+            start = int(ends[first - 1]) if first else 0
+            end = int(ends[last - 1]) if last > first else start
+            n = offsets[index]
+            status = kernel(data[start:end], ends[first:last] - start, tables, encoder, cache, memo, scratch, alive,
+                            out[n : n + end - start])
+            if status < 0:
+                raise_for_status(status, data, self.tables["byte_tokens"])
+            offsets[index + 1] = n + status
+        return out[: offsets[-1]], offsets
+
     def encode_ordinary_flat(self, texts: Sequence[str], num_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """All texts' tokens in one uint32 array and int64 offsets: text i is tokens[offsets[i]:offsets[i + 1]]."""
         threads = _threads(num_threads, len(texts))
+        if self.pattern_id is None and self.compiled_splits is not None and (self.tables["byte_tokens"] >= 0).all():
+            return self._encode_compiled_flat(texts)
         if self.pattern_id is None or (self.tables["byte_tokens"] < 0).any():  # text by text, as encode_ordinary_array
             return flat_from_arrays([self.encode_ordinary_array(text) for text in texts])
         results = self._in_pieces(texts, threads, self._encode_texts)
@@ -335,4 +379,11 @@ def make_engine(tokenizer, **options) -> JitEngine:
         if options:
             raise TypeError(f"the longest-match jit engine takes no options, not {', '.join(options)}")
         return LongestMatchEngine(tokenizer)
+    if tokenizer.tables is None and isinstance(tokenizer.model, (WordPieceModel, UnigramModel, CharBytePairModel)):
+        from crayon.jit.vocab_models import VocabModelEngine
+
+        if options:
+            raise TypeError(f"the jit engine of a {type(tokenizer.model).__name__} takes no options, "
+                            f"not {', '.join(options)}")
+        return VocabModelEngine(tokenizer)
     return JitEngine(tokenizer, tables=tokenizer.tables, **options)

@@ -131,7 +131,7 @@ def unicode_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 @njit(cache=True, _nrt=False)
-def _decode_multibyte(data, pos, stop):
+def decode_multibyte(data, pos, stop):
     """(code point, byte length) of the UTF-8 sequence at data[pos] whose lead byte is not ASCII; length 0
     if it is invalid (by the strict rules of Python's decoder) or cut by stop."""
     lead = np.int64(data[pos])
@@ -178,7 +178,7 @@ def classify_characters(data, start, stop, tables, classes):
             classes[pos] = block_classes[ascii_classes + lead]
             pos += 1
             continue
-        code_point, length = _decode_multibyte(data, pos, stop)
+        code_point, length = decode_multibyte(data, pos, stop)
         if length == 0:
             classes[pos] = OTHER_CLASS
             pos += 1

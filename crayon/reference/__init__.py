@@ -13,6 +13,9 @@ Nothing here imports the layers above it (``crayon.jit``, ``crayon.gpu``, ``cray
 7. ``engine`` - the engine interface every backend implements, and the reference engine: normalize -> spans ->
    model.
 8. ``train`` - learning merges from a corpus.
+9. ``regex_vm`` - any pre-tokenization regex compiled to tables and a backtracking matcher (the jit twin's spec).
+10. ``wordpiece``, ``unigram``, ``char_bpe`` - the models over characters: WordPiece, Unigram, SentencePiece-style
+    BPE.
 
 File formats (tiktoken, HF ``tokenizer.json``, HF normalizers and pre-tokenizers) are in ``crayon.formats``.
 """

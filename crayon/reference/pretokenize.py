@@ -11,7 +11,9 @@ from typing import Iterable, Iterator
 
 import regex
 
+from crayon.errors import UnsupportedComponentError
 from crayon.patterns import pattern_name, resolve_pattern
+from crayon.reference.regex_vm import RegexSplit
 from crayon.reference.unicode16 import pin_unicode_classes
 
 
@@ -88,9 +90,19 @@ class PatternSpanner:
     def __call__(self, text: str) -> list[str]:
         return compile_pattern(self.pattern).findall(text)
 
+    def regex_splits(self) -> tuple[list[RegexSplit], bool]:
+        """findall as a split (see ``RegexSplit``): the matches are kept, the text between them dropped."""
+        if compile_pattern(self.pattern).groups:
+            raise UnsupportedComponentError(f"pattern {self.pattern!r} has capture groups (findall returns them)")
+        return [RegexSplit(self.pattern, behavior="removed", invert=True)], False
+
 
 class WholeText:
     """The pre-tokenizer of a vocabulary without a pattern (Crayon v2 ``.dat`` files): the text is one span."""
 
     def __call__(self, text: str) -> list[str]:
         return [text] if text else []
+
+    def regex_splits(self) -> tuple[list[RegexSplit], bool]:
+        """No split (see ``RegexSplit``)."""
+        return [], False

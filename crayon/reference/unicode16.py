@@ -4,7 +4,7 @@ tiktoken's patterns use ``\\p{L}``, ``\\p{N}``, ``\\s``, ... whose members depen
 regex engine: a letter added in Unicode 17 is ``\\p{L}`` to a newer ``regex`` release and punctuation-like to
 tiktoken. ``pin_unicode_classes`` corrects a pattern before it is compiled: every character class or escape that
 uses a general-category property (``\\p{L}``, ``\\p{Lu}``, ``\\P{N}``, ``\\p{^Letter}``, ``\\p{gc=Nd}``,
-...), ``\\p{White_Space}``, ``\\s``/``\\S`` or ``\\d``/``\\D`` is compared, code point by code point, with
+...), ``\\p{White_Space}``, ``\\s``/``\\S``, ``\\d``/``\\D`` or ``\\w``/``\\W`` is compared, code point by code point, with
 the Unicode 16 ranges shipped in ``crayon/data/unicode16_categories.npz`` (written by
 ``tools/gen_unicode_tables.py``); where they disagree it becomes ``(?:(?![WRONG])CLASS|[MISSING])``. With a
 Unicode 16 ``regex`` nothing changes (so nothing slows down); with a newer one only the few changed code points
@@ -12,7 +12,7 @@ are listed, and the guard makes ``findall`` 2-3x slower (the jit engine's compil
 shipped tables, are not affected). Correcting a pattern costs about 0.1-0.2 s once per process (cached).
 
 Not pinned (left to the installed ``regex``): scripts and binary properties (``\\p{Han}``,
-``\\p{Alphabetic}``), ``\\w``/``\\b``, and case folding under ``(?i)``. The patterns of the OpenAI encodings
+``\\p{Alphabetic}``), ``\\b``, and case folding under ``(?i)``. The patterns of the OpenAI encodings
 fold only ASCII letters, whose fold sets (``s``: ``sSſ``, ``k``: ``kKK``) Unicode's stability policy keeps.
 """
 
@@ -25,6 +25,7 @@ import numpy as np
 import regex
 
 from crayon.errors import CrayonError
+from crayon.reference.regex_vm import WORD_BIT, unicode_signatures
 
 UNICODE_VERSION = "16.0.0"
 CATEGORY_FILE = "unicode16_categories.npz"
@@ -80,6 +81,14 @@ def property_ranges(name: str) -> np.ndarray:
     return _merged(ranges[np.argsort(ranges[:, 0], kind="stable")])
 
 
+@functools.cache
+def word_ranges() -> np.ndarray:
+    """The Unicode 16 code points ``\\w`` matches, from the regex compiler's shipped signatures."""
+    is_word = (unicode_signatures() & WORD_BIT) != 0
+    edges = np.flatnonzero(np.diff(np.concatenate([[False], is_word, [False]]).astype(np.int8)))
+    return edges.reshape(-1, 2) - np.array([0, 1])
+
+
 def _merged(ranges: np.ndarray) -> np.ndarray:
     """Sorted ranges with touching neighbours joined."""
     out: list[list[int]] = []
@@ -128,6 +137,8 @@ def _escape_ranges(escape: str) -> np.ndarray | None:
     if letter in "sSdD":
         ranges = property_ranges(WHITE_SPACE if letter in "sS" else "Nd")
         return complement(ranges) if letter.isupper() else ranges
+    if letter in "wW":
+        return complement(word_ranges()) if letter == "W" else word_ranges()
     if letter not in "pP":
         return None
     name = escape[3:-1] if escape[2:3] == "{" else escape[2:]

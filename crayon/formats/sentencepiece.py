@@ -1,0 +1,173 @@
+"""Read SentencePiece ``.model`` files (a ``ModelProto`` protocol buffer) without the protobuf package.
+
+``read_sentencepiece(path)`` gives the pieces (string, score, type), the model type and the normalizer options;
+``model_from_sentencepiece`` the Unigram (``crayon.reference.unigram``) or BPE over characters
+(``crayon.reference.char_bpe``) model that encodes as SentencePiece does,
+and ``normalize`` SentencePiece's text preparation for models without a character map (``identity``
+normalization): extra spaces removed, a dummy prefix, spaces written ``▁``. Models whose normalizer has a
+precompiled character map (``nmt_nfkc``, the default), user-defined pieces, or whose type is word or char are
+refused naming what is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from crayon.errors import UnsupportedComponentError
+from crayon.formats.hf_pretokenize import HFPreTokenizer, Split
+from crayon.formats.spec import TokenizerSpec
+from crayon.reference.pretokenize import WholeText
+from crayon.reference.char_bpe import CharBytePairModel, merges_from_scores
+from crayon.reference.unigram import UnigramModel
+
+NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6  # SentencePiece.Type
+MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}
+SPACE = "\u2581"  # ▁
+
+
+@dataclass
+class SentencePieceFile:
+    pieces: list[tuple[str, float, int]] = field(default_factory=list)  # (piece, score, type)
+    model_type: str = "unigram"
+    byte_fallback: bool = False
+    normalizer_name: str = ""
+    precompiled_charsmap: bytes = b""
+    add_dummy_prefix: bool = True
+    remove_extra_whitespaces: bool = True
+    escape_whitespaces: bool = True
+
+
+def _fields(data: bytes):
+    """Yield (field number, wire type, value) of a protocol buffer message: ints for varints, bytes for
+    length-delimited fields, raw bytes for fixed 32/64-bit ones."""
+    pos = 0
+    while pos < len(data):
+        key, pos = _varint(data, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _varint(data, pos)
+        elif wire == 2:
+            length, pos = _varint(data, pos)
+            value, pos = data[pos : pos + length], pos + length
+        elif wire in (1, 5):
+            size = 8 if wire == 1 else 4
+            value, pos = data[pos : pos + size], pos + size
+        else:
+            raise UnsupportedComponentError(f"SentencePiece model: protocol buffer wire type {wire}")
+        yield number, wire, value
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(data):
+            raise UnsupportedComponentError("SentencePiece model: the protocol buffer is truncated")
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return result, pos
+
+
+def read_sentencepiece(path: str | os.PathLike) -> SentencePieceFile:
+    """The parts of a ``.model`` file Crayon uses."""
+    with open(path, "rb") as handle:
+        data = handle.read()
+    model = SentencePieceFile()
+    for number, _, value in _fields(data):
+        if number == 1:  # pieces
+            piece, score, kind = "", 0.0, NORMAL
+            for inner, _, inner_value in _fields(value):
+                if inner == 1:
+                    piece = inner_value.decode("utf-8")
+                elif inner == 2:
+                    (score,) = struct.unpack("<f", inner_value)
+                elif inner == 3:
+                    kind = inner_value
+            model.pieces.append((piece, score, kind))
+        elif number == 2:  # trainer_spec
+            for inner, _, inner_value in _fields(value):
+                if inner == 3:
+                    model.model_type = MODEL_TYPES.get(inner_value, str(inner_value))
+                elif inner == 35:
+                    model.byte_fallback = bool(inner_value)
+        elif number == 3:  # normalizer_spec
+            for inner, _, inner_value in _fields(value):
+                if inner == 1:
+                    model.normalizer_name = inner_value.decode("utf-8")
+                elif inner == 2:
+                    model.precompiled_charsmap = inner_value
+                elif inner == 3:
+                    model.add_dummy_prefix = bool(inner_value)
+                elif inner == 4:
+                    model.remove_extra_whitespaces = bool(inner_value)
+                elif inner == 5:
+                    model.escape_whitespaces = bool(inner_value)
+    return model
+
+
+def model_from_sentencepiece(model: SentencePieceFile) -> UnigramModel | CharBytePairModel:
+    """The model of a SentencePiece file: Unigram or BPE over characters. Normal pieces are matched in text,
+    control and unused pieces never; consecutive unknown characters are one unknown piece (or their bytes'
+    pieces with byte fallback), as SentencePiece gives them."""
+    if model.model_type not in ("unigram", "bpe"):
+        raise UnsupportedComponentError(f"SentencePiece model type {model.model_type!r} (only unigram, bpe)")
+    if model.precompiled_charsmap:
+        raise UnsupportedComponentError(
+            f"SentencePiece normalizer {model.normalizer_name!r} with a precompiled character map")
+    user_defined = [piece for piece, _, kind in model.pieces if kind == USER_DEFINED]
+    if user_defined:
+        raise UnsupportedComponentError(f"SentencePiece user-defined pieces {user_defined[:3]!r}")
+    unknown = [i for i, (_, _, kind) in enumerate(model.pieces) if kind == UNKNOWN]
+    matchable = [i for i, (_, _, kind) in enumerate(model.pieces) if kind == NORMAL]
+    if model.model_type == "bpe":
+        pieces = [(piece, score) for piece, score, _ in model.pieces]
+        merges, ranks = merges_from_scores(pieces, matchable)
+        vocab = {piece: i for i, (piece, _, kind) in enumerate(model.pieces) if kind in (NORMAL, UNKNOWN, BYTE)}
+        return CharBytePairModel(vocab, merges, ranks=ranks, unk_token=model.pieces[unknown[0]][0] if unknown else None,
+                                 byte_fallback=model.byte_fallback, fuse_unk=True)
+    return UnigramModel([(piece, score) for piece, score, _ in model.pieces], unk_id=unknown[0] if unknown else None,
+                        byte_fallback=model.byte_fallback, matchable=matchable, single_precision=True)
+
+
+def normalize(model: SentencePieceFile, text: str) -> str:
+    """SentencePiece's preparation of text for a model without a character map (a ``▁`` in the text is a space
+    to it where it escapes whitespace: ``encode("▁")`` is empty)."""
+    if model.escape_whitespaces:
+        text = text.replace(SPACE, " ")
+    if model.remove_extra_whitespaces and ("  " in text or text[:1] == " " or text[-1:] == " "):
+        text = " ".join(filter(None, text.split(" ")))
+    if model.add_dummy_prefix and text:
+        text = " " + text
+    return text.replace(" ", SPACE) if model.escape_whitespaces else text
+
+
+class SentencePieceNormalizer:
+    """``normalize`` with one file's options, as a Tokenizer's normalizer."""
+
+    def __init__(self, model: SentencePieceFile):
+        self.model = model
+
+    def __call__(self, text: str) -> str:
+        return normalize(self.model, text)
+
+
+def read_sentencepiece_tokenizer(path: str | os.PathLike) -> TokenizerSpec:
+    """The spec of a SentencePiece unigram or bpe ``.model``: its normalization, its model, and its spans.
+    ``Tokenizer.from_spec(...).encode(text)`` gives ``SentencePieceProcessor.encode(text)``.
+
+    Unigram runs on the whole text: SentencePiece sums path scores in single precision over the whole text, and
+    the rounding decides ties, so a split would change ids. BPE spans start at each ``▁`` where no piece has a
+    ``▁`` after its first character (then no merge, and no run of unknown characters, crosses such a start),
+    which keeps the merge heaps small."""
+    model = read_sentencepiece(path)
+    normal = [piece for piece, _, kind in model.pieces if kind == NORMAL]
+    words = (model.model_type == "bpe" and model.escape_whitespaces and SPACE in normal
+             and not any(SPACE in piece[1:] for piece in normal))
+    pretokenizer = HFPreTokenizer(Split(SPACE, "merged_with_next", is_regex=False)) if words else WholeText()
+    return TokenizerSpec(Path(path).stem, model_from_sentencepiece(model), pattern=None,
+                         normalizer=SentencePieceNormalizer(model), pretokenizer=pretokenizer)

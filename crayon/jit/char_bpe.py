@@ -1,0 +1,111 @@
+"""BPE over characters in Numba: the jit twin of ``crayon.reference.char_bpe`` (identical ids), over UTF-8 bytes.
+
+The first symbols come from an exact DAT lookup of each character (byte fallback and unknown token as in the
+reference), then ``crayon.jit.bpe``'s merge loop (short spans) or heap (long spans) merges them by rank."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from crayon.errors import UnknownTokenError
+from crayon.jit.bpe import EMPTY, fill_pair_table, heap_merge, merge_loop, table_capacity
+from crayon.jit.dat import lookup
+from crayon.jit.lazy import njit
+from crayon.reference.char_bpe import CharBytePairModel
+from crayon.reference.dat import compile_dat
+
+SHORT_SPAN = 16  # symbols; longer spans are merged with the heap
+NO_TOKEN = -1  # status: a character has no token and there is no unknown token
+
+
+@njit(cache=True, nogil=True)
+def _first_symbols(data, start, end, dat, byte_ids, unk_id, fuse_unk, out, n):
+    """Write the first symbols of data[start:end] from out[n]; returns the new n or NO_TOKEN."""
+    pending_unknown = False
+    pos = start
+    while pos < end:
+        lead = data[pos]
+        length = 1 if lead < 0xC0 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+        token_id = lookup(dat[0], dat[1], dat[2], data, pos, pos + length)
+        if token_id >= 0:
+            if pending_unknown:
+                out[n] = unk_id
+                n += 1
+                pending_unknown = False
+            out[n] = token_id
+            n += 1
+        else:
+            all_bytes = byte_ids[0] != -2
+            for inside in range(pos, pos + length):
+                all_bytes = all_bytes and byte_ids[data[inside]] >= 0
+            if all_bytes:
+                for inside in range(pos, pos + length):
+                    out[n] = byte_ids[data[inside]]
+                    n += 1
+            elif unk_id < 0:
+                return NO_TOKEN
+            else:
+                if pending_unknown and not fuse_unk:
+                    out[n] = unk_id
+                    n += 1
+                pending_unknown = True
+        pos += length
+    if pending_unknown:
+        out[n] = unk_id
+        n += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def encode_spans_kernel(data, span_ends, dat, byte_ids, unk_id, fuse_unk, pair_table, out, counts):
+    """Encode the spans data[span_ends[i - 1]:span_ends[i]] (from 0) into ``out`` (room for one id per byte);
+    returns the number of ids or NO_TOKEN and writes each span's into ``counts``. ``byte_ids[0] == -2`` means
+    no byte fallback."""
+    longest = 0
+    start = 0
+    for end in span_ends:
+        longest = max(longest, end - start)
+        start = end
+    scratch = np.empty(5 * longest + 5, np.int64)
+    n = 0
+    start = 0
+    for span, end in enumerate(span_ends):
+        first = _first_symbols(data, start, end, dat, byte_ids, unk_id, fuse_unk, out, n)
+        if first < 0:
+            return NO_TOKEN
+        count = first - n
+        if count > SHORT_SPAN:
+            count = heap_merge(out, n, count, pair_table, scratch)
+        else:
+            count, _, _, _ = merge_loop(out, n, count, pair_table, scratch)
+        n += count
+        counts[span] = count
+        start = end
+    return n
+
+
+class CharBytePairTables:
+    """The arrays the kernel takes for one model: the DAT of its tokens, the byte tokens, the pair table."""
+
+    def __init__(self, model: CharBytePairModel):
+        tokens = sorted(model.vocab.items(), key=lambda item: item[1])
+        self.dat = compile_dat([token.encode("utf-8") for token, _ in tokens], [i for _, i in tokens])
+        self.byte_ids = (np.array(model.byte_ids, np.int64) if model.byte_fallback else np.full(256, -2, np.int64))
+        rows = np.array([(left, right, rank, merged) for (left, right), (rank, merged) in model.merges.items()],
+                        np.int64).reshape(-1, 4)
+        self.pair_table = np.full((table_capacity(len(rows)), 2), EMPTY, np.int64)
+        fill_pair_table(self.pair_table, rows)
+        self.unk_id = -1 if model.unk_id is None else model.unk_id
+        self.fuse_unk = model.fuse_unk
+
+
+def encode_spans(tables: CharBytePairTables, data: np.ndarray, span_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(ids (int64), the number of ids of each span) of the spans of UTF-8 ``data`` ending at ``span_ends``, as
+    ``CharBytePairModel.encode_span`` gives them."""
+    out = np.empty(len(data) + 1, np.int64)
+    counts = np.empty(len(span_ends), np.int64)
+    count = encode_spans_kernel(data, span_ends.astype(np.int64), tables.dat, tables.byte_ids, tables.unk_id,
+                                tables.fuse_unk, tables.pair_table, out, counts)
+    if count == NO_TOKEN:
+        raise UnknownTokenError("a character has no token and the model has no unk_token")
+    return out[:count], counts

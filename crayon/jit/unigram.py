@@ -1,0 +1,119 @@
+"""Unigram in Numba: the jit twin of ``crayon.reference.unigram`` (identical ids), over UTF-8 bytes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from crayon.errors import UnsupportedComponentError
+from crayon.jit.dat import lookup, transition
+from crayon.jit.lazy import njit
+from crayon.reference.unigram import UnigramModel
+
+
+@njit(cache=True, inline="always")
+def _char_length(lead):
+    return 1 if lead < 0xC0 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+
+
+@njit(cache=True, nogil=True)
+def _emit_unknown(data, start, end, dat, byte_ids, unk_id, out, n):
+    """The ids of the unknown stretch data[start:end] (see ``UnigramModel.unknown_ids``); -1 written if there
+    is no unknown id."""
+    token_id = lookup(dat[0], dat[1], dat[2], data, start, end)
+    if token_id >= 0:
+        out[n] = token_id
+        return n + 1
+    if byte_ids[0] != -2:  # byte fallback on
+        all_bytes = True
+        for pos in range(start, end):
+            all_bytes = all_bytes and byte_ids[data[pos]] >= 0
+        if all_bytes:
+            for pos in range(start, end):
+                out[n] = byte_ids[data[pos]]
+                n += 1
+            return n
+    out[n] = unk_id
+    return n + 1
+
+
+@njit(cache=True, nogil=True)
+def encode_spans_kernel(data, span_ends, dat, scores, unk_score, unk_id, fuse_unk, byte_ids, out, counts):
+    """Encode the spans data[span_ends[i - 1]:span_ends[i]] (from 0) into ``out`` (room for one id per byte);
+    returns the number of ids and writes each span's into ``counts``. ``byte_ids[0] == -2`` means no byte
+    fallback."""
+    base, check, values = dat
+    longest = 0
+    start = 0
+    for end in span_ends:
+        longest = max(longest, end - start)
+        start = end
+    best_score = np.empty(longest + 1, scores.dtype)
+    best_start = np.empty(longest + 1, np.int64)
+    best_id = np.empty(longest + 1, np.int64)
+    path = np.empty(longest + 1, np.int64)
+    n = 0
+    span_start = 0
+    for span, span_end in enumerate(span_ends):
+        first = n
+        size = span_end - span_start
+        best_score[0], best_start[0] = 0, 0
+        best_start[1 : size + 1] = -1
+        pos = 0
+        while pos < size:
+            char_length = _char_length(data[span_start + pos])
+            one_char_piece = False
+            state = 0
+            for position in range(pos, size):
+                state = transition(base, check, state, data[span_start + position])
+                if state < 0:
+                    break
+                token_id = values[state]
+                if token_id < 0:
+                    continue
+                end = position + 1
+                score = best_score[pos] + scores[token_id]
+                if best_start[end] < 0 or score > best_score[end]:
+                    best_score[end], best_start[end], best_id[end] = score, pos, token_id
+                one_char_piece = one_char_piece or end - pos == char_length
+            if not one_char_piece:
+                end = pos + char_length
+                score = best_score[pos] + unk_score
+                if best_start[end] < 0 or score > best_score[end]:
+                    best_score[end], best_start[end], best_id[end] = score, pos, -1
+            pos += char_length
+        count = 0
+        end = size
+        while end > 0:
+            path[count] = end
+            count += 1
+            end = best_start[end]
+        unknown_start = -1
+        for index in range(count - 1, -1, -1):
+            end = path[index]
+            start, token_id = best_start[end], best_id[end]
+            if token_id >= 0 and (token_id != unk_id or not fuse_unk):
+                out[n] = token_id
+                n += 1
+                continue
+            if unknown_start < 0 or not fuse_unk:
+                unknown_start = start
+            if fuse_unk and index > 0 and (best_id[path[index - 1]] == -1 or best_id[path[index - 1]] == unk_id):
+                continue
+            n = _emit_unknown(data, span_start + unknown_start, span_start + end, dat, byte_ids, unk_id, out, n)
+            unknown_start = -1
+        counts[span] = n - first
+        span_start = span_end
+    return n
+
+
+def encode_spans(model: UnigramModel, data: np.ndarray, span_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(ids (int64), the number of ids of each span) of the spans of UTF-8 ``data`` ending at ``span_ends``, as
+    ``model.encode_span`` gives them."""
+    if model.unk_id is None:
+        raise UnsupportedComponentError("the jit Unigram needs an unk_id")
+    out = np.empty(len(data) + 1, np.int64)
+    counts = np.empty(len(span_ends), np.int64)
+    byte_ids = model.byte_ids if model.byte_fallback else np.full(256, -2, np.int64)
+    count = encode_spans_kernel(data, span_ends.astype(np.int64), model.dat, model.scores, model.unk_score,
+                                model.unk_id, model.fuse_unk, byte_ids, out, counts)
+    return out[:count], counts

@@ -1,0 +1,98 @@
+"""The jit engine of the models over characters: WordPiece (``crayon.jit.wordpiece``), Unigram
+(``crayon.jit.unigram``) and BPE over characters (``crayon.jit.char_bpe``), each after the tokenizer's normalizer
+and its pre-tokenizer (compiled by ``crayon.jit.regex_vm`` where it can be, else in Python with a one-time
+warning). Same ids as the reference."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Sequence
+
+import numpy as np
+
+from crayon.jit.char_bpe import CharBytePairTables
+from crayon.jit.cores import available_cores
+from crayon.jit.char_bpe import encode_spans as char_bpe_encode_spans
+from crayon.jit.regex_vm import compiled_splits_of, kept_text
+from crayon.jit.unigram import encode_spans as unigram_encode_spans
+from crayon.jit.wordpiece import encode_words
+from crayon.reference.char_bpe import CharBytePairModel
+from crayon.reference.unigram import UnigramModel
+from crayon.reference.wordpiece import WordPieceModel
+
+
+class VocabModelEngine:
+    """Encodes ordinary text of a WordPiece, Unigram or character-BPE tokenizer with Numba kernels."""
+
+    name = "jit"
+    capabilities = frozenset({"threads", "compiled"})
+
+    def __init__(self, tokenizer):
+        self.model = tokenizer.model
+        if isinstance(self.model, WordPieceModel):
+            self._encode = encode_words
+        elif isinstance(self.model, UnigramModel):
+            self._encode = unigram_encode_spans
+        elif isinstance(self.model, CharBytePairModel):
+            tables = CharBytePairTables(self.model)
+            self._encode = lambda model, data, ends: char_bpe_encode_spans(tables, data, ends)
+        else:
+            raise TypeError(f"not a WordPiece, Unigram or character BPE model: {self.model!r}")
+        self._normalizer = tokenizer.normalizer
+        self._pretokenizer = tokenizer.pretokenizer
+        self.compiled_splits = compiled_splits_of(tokenizer.pretokenizer)
+
+    def _prepared(self, text: str) -> bytes:
+        """The UTF-8 bytes the pre-tokenizer splits: the normalized text (with the compiled splits' prefix)."""
+        if self._normalizer is not None:
+            text = self._normalizer(text)
+        return self.compiled_splits.prepare(text) if self.compiled_splits is not None else text.encode("utf-8")
+
+    def _spans(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(bytes of every span of every text, one after the other; their ends; the text each belongs to)."""
+        if self.compiled_splits is None:
+            pieces = [self._pretokenizer(self._normalizer(text) if self._normalizer else text) for text in texts]
+            spans = [span.encode("utf-8") for text_spans in pieces for span in text_spans]
+            ends = np.cumsum(np.fromiter(map(len, spans), np.int64, len(spans)))
+            text_of_span = np.repeat(np.arange(len(texts)), [len(text_spans) for text_spans in pieces])
+            return np.frombuffer(b"".join(spans), np.uint8), ends, text_of_span
+        prepared = [self._prepared(text) for text in texts]
+        data = np.frombuffer(b"".join(prepared), np.uint8)
+        data.flags.writeable = False
+        text_ends = np.cumsum(np.fromiter(map(len, prepared), np.int64, len(prepared)))
+        ends, kept = self.compiled_splits.split(data, text_ends)
+        starts = np.concatenate(([0], ends[:-1])) if len(ends) else ends
+        text_of_span = np.searchsorted(text_ends, starts[(kept != 0) & (ends > starts)], side="right")
+        data, ends = kept_text(data, ends, kept)
+        data.flags.writeable = False
+        return data, ends, text_of_span
+
+    def encode_ordinary_flat(self, texts: Sequence[str],
+                             num_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """All texts' ids in one uint32 array and int64 offsets, with one kernel call (``num_threads`` unused)."""
+        data, ends, text_of_span = self._spans(texts)
+        ids, counts = self._encode(self.model, data, ends)
+        offsets = np.zeros(len(texts) + 1, np.int64)
+        np.cumsum(np.bincount(text_of_span, weights=counts, minlength=len(texts)).astype(np.int64), out=offsets[1:])
+        return ids.astype(np.uint32), offsets
+
+    def encode_ordinary_array(self, text: str) -> np.ndarray:
+        return self.encode_ordinary_flat([text])[0]
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        return self.encode_ordinary_array(text).tolist()
+
+    def encode_ordinary_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
+        """Ids of each text; ``num_threads`` threads (default: one per core) share the texts."""
+        threads = available_cores() if num_threads is None else num_threads
+        if threads < 1:
+            raise ValueError(f"num_threads must be at least 1, not {num_threads}")
+        threads = min(threads, max(1, len(texts) // 64))
+        chunks = [texts[i * len(texts) // threads : (i + 1) * len(texts) // threads] for i in range(threads)]
+        with ThreadPoolExecutor(threads) as pool:  # the kernels release the GIL
+            flats = list(pool.map(self.encode_ordinary_flat, chunks))
+        batches = []
+        for ids, offsets in flats:
+            ids = ids.tolist()
+            batches += [ids[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1)]
+        return batches

@@ -1,0 +1,93 @@
+"""BPE over characters (SentencePiece-style BPE: Llama 2, Mistral), written to be read.
+
+A span's characters are the first symbols: each character's token, else (``byte_fallback``) the tokens
+``<0xXX>`` of its UTF-8 bytes, else the unknown token (consecutive unknown characters fused into one with
+``fuse_unk``). Then, again and again, the adjacent pair with the lowest merge rank (the leftmost on a tie) is
+replaced by its merged token. This is HF tokenizers' ``BPE`` without a ByteLevel step (``merge_word``).
+
+SentencePiece's own BPE merges any two adjacent symbols whose concatenation is a piece, the highest-scored
+first: ``merges_from_scores`` writes that as ranked pairs (every split of a piece into two pieces, ranked by the
+piece's score). ``crayon.jit.char_bpe`` gives identical ids.
+"""
+
+from __future__ import annotations
+
+from crayon.errors import UnknownTokenError, UnsupportedComponentError
+from crayon.reference.unigram import piece_bytes
+
+
+class CharBytePairModel:
+    """Vocabulary (token string -> id), merges (pairs of token strings, in rank order, or with the ``ranks``
+    given, equal ranks merging leftmost first) and HF's BPE options."""
+
+    def __init__(self, vocab: dict[str, int], merges: list[tuple[str, str]], *, ranks: list[int] | None = None,
+                 unk_token: str | None = None, byte_fallback: bool = False, fuse_unk: bool = False):
+        if unk_token is not None and unk_token not in vocab:
+            raise UnsupportedComponentError(f"BPE unk_token {unk_token!r} is not in the vocabulary")
+        self.vocab = dict(vocab)
+        self.unk_id = None if unk_token is None else vocab[unk_token]
+        self.byte_fallback, self.fuse_unk = byte_fallback, fuse_unk
+        self.byte_ids = [vocab.get(f"<0x{byte:02X}>", -1) for byte in range(256)]
+        self.merges: dict[tuple[int, int], tuple[int, int]] = {}
+        for rank, (left, right) in zip(range(len(merges)) if ranks is None else ranks, merges):
+            for token in (left, right, left + right):
+                if token not in vocab:
+                    raise ValueError(f"merge {left!r} {right!r}: {token!r} is not in the vocabulary")
+            self.merges.setdefault((vocab[left], vocab[right]), (rank, vocab[left + right]))
+        self.token_bytes = {token_id: piece_bytes(token) for token, token_id in self.vocab.items()}
+
+    def first_symbols(self, text: str) -> list[int]:
+        """The symbols before any merge (HF's order: a pending unknown token is added at the next known
+        character or at the end)."""
+        symbols: list[int] = []
+        pending_unknown = False
+        for char in text:
+            token_id = self.vocab.get(char)
+            if token_id is not None:
+                if pending_unknown:
+                    symbols.append(self.unk_id)
+                    pending_unknown = False
+                symbols.append(token_id)
+                continue
+            encoded = char.encode("utf-8")
+            if self.byte_fallback and all(self.byte_ids[byte] >= 0 for byte in encoded):
+                symbols += [self.byte_ids[byte] for byte in encoded]
+                continue
+            if self.unk_id is None:
+                raise UnknownTokenError(f"character {char!r} has no token and the model has no unk_token")
+            if pending_unknown and not self.fuse_unk:
+                symbols.append(self.unk_id)
+            pending_unknown = True
+        if pending_unknown:
+            symbols.append(self.unk_id)
+        return symbols
+
+    def encode_span(self, span: bytes) -> list[int]:
+        """The ids of one span (text as UTF-8)."""
+        symbols = self.first_symbols(span.decode("utf-8"))
+        while len(symbols) > 1:
+            ranked = [(self.merges.get(pair, (None, None)), index)
+                      for index, pair in enumerate(zip(symbols, symbols[1:]))]
+            found = [(rank, index, merged) for (rank, merged), index in ranked if rank is not None]
+            if not found:
+                break
+            _, index, merged = min(found)
+            symbols[index : index + 2] = [merged]
+        return symbols
+
+
+def merges_from_scores(pieces: list[tuple[str, float]],
+                       mergeable: list[int]) -> tuple[list[tuple[str, str]], list[int]]:
+    """SentencePiece's BPE as ranked merges ``(merges, ranks)``: every split of a mergeable piece into two
+    mergeable pieces, all ranked by the piece's score (higher first: rank = the number of higher scores)."""
+    ids = {pieces[token_id][0]: token_id for token_id in mergeable}
+    distinct_scores = sorted({pieces[token_id][1] for token_id in mergeable}, reverse=True)
+    rank_of_score = {score: rank for rank, score in enumerate(distinct_scores)}
+    merges, ranks = [], []
+    for token_id in sorted(mergeable, key=lambda token_id: -pieces[token_id][1]):
+        piece, score = pieces[token_id]
+        for cut in range(1, len(piece)):
+            if piece[:cut] in ids and piece[cut:] in ids:
+                merges.append((piece[:cut], piece[cut:]))
+                ranks.append(rank_of_score[score])
+    return merges, ranks

@@ -1,0 +1,264 @@
+"""The regex compiler: its reference matcher and its jit twin against the ``regex`` module on the patterns of real
+tokenizers and on every construct it compiles (corpora, hypothesis text, every short tuple of character classes),
+its refusals, its Unicode tables, and the jit engine running compiled pre-tokenizers (same ids as the reference
+and as HF tokenizers)."""
+
+import itertools
+import json
+import warnings
+from importlib import resources
+
+import numpy as np
+import pytest
+import regex
+from conftest import CORPUS_FILES, corpus_text, mergeable_ranks
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import FRAGMENTS, tokenizer_text
+
+from crayon.errors import PatternCoverageWarning, UnsupportedComponentError
+from crayon.jit.pretokenize import CODE_POINTS, LETTER, NUMBER, WHITESPACE, unicode_tables
+from crayon.jit.regex_vm import find_spans
+from crayon.patterns import PATTERNS
+from crayon.reference.bpe import BytePairModel
+from crayon.formats.hf_pretokenize import GPT2_PATTERN, compile_hf_regex
+from crayon.reference.regex_vm import (
+    BLOCK_SIZE,
+    CATEGORIES,
+    CATEGORY_MASK,
+    SPACE_BIT,
+    TABLE_FILE,
+    WORD_BIT,
+    compile_regex,
+    findall,
+    unicode_signatures,
+)
+from crayon.reference.regex_vm import find_spans as reference_find_spans
+from crayon.reference.unicode16 import pin_unicode_classes
+from crayon.tokenizer import Tokenizer
+from tools.gen_unicode_categories import build_tables, installed_regex_is_unicode16, unicode16_signatures
+
+LLAMA3 = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
+    r"|\s+(?!\S)|\s+"
+)
+# Pre-tokenizer regexes of public tokenizers, written out (as in their tokenizer.json / tiktoken files).
+TOKENIZER_PATTERNS = {
+    "r50k": PATTERNS["r50k_base"],
+    "cl100k": PATTERNS["cl100k_base"],
+    "o200k": PATTERNS["o200k_base"],
+    "gpt2_neox_bytelevel": compile_hf_regex(GPT2_PATTERN).pattern,
+    "llama3": LLAMA3,
+    "qwen2": LLAMA3.replace(r"\p{N}{1,3}", r"\p{N}"),
+    "mistral_tekken": (
+        r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?"
+        r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+"
+        r"|\s+(?!\S)|\s+"
+    ),
+    "deepseek_digits": r"\p{N}{1,3}",
+    "deepseek_cjk": r"[一-龥\u3040-ゟ゠-ヿ]+",
+    "deepseek_words": (
+        r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"""
+        r"""| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+    ),
+    "starcoder_digits": r"\p{N}",
+    "hf_whitespace": r"\w+|[^\w\s]+",
+}
+# One pattern per construct the compiler handles.
+CONSTRUCT_PATTERNS = [
+    r"a+?b|.", r"\d{2,4}?|\D", r"(?:ab|a)+c|.", r"(?>a+)b|.", r"a*+a|.", r"(?:xy){2}|.", r"x{,2}y|.",
+    r"(?=ab)a|.", r"b(?!c)|.", r"\s+(?=\S)|\S+", r"(?i:straße|ǅ|k)|.", r"(?i)[a-c]+|.", r"[^\W\d]+|\W",
+    r"\p{Lu}\p{Ll}+|\P{Lu}", r"[\u4e00-\u9fff]+|.", r".$|.", r"a$|.", r"\n\Z|.",
+    r"\x41|\u00e9|\U0001F600|\N{SNOWMAN}|.", r"[\]\-^]+|.", r"[-a]+|[a-]|.", r"(?P<word>\w+)|.",
+    r"(a|ab)(c|bcd)|.", r"(?:a|b)*?c|.", r"[\s\S]", r"(?s:.)", r"\.+|[^.]",
+]
+
+
+def byte_ends(text: str, slices) -> np.ndarray:
+    return np.cumsum([len(text[start:end].encode("utf-8")) for start, end, _ in slices], dtype=np.int64)
+
+
+def regex_slices(pattern: str, text: str, flags: int = 0) -> list[tuple[int, int, bool]]:
+    """The oracle: regex.finditer's matches and the gaps between them, the pattern pinned to Unicode 16."""
+    slices, previous = [], 0
+    for match in regex.finditer(pin_unicode_classes(pattern), text, flags):
+        if match.start() > previous:
+            slices.append((previous, match.start(), False))
+        slices.append((match.start(), match.end(), True))
+        previous = match.end()
+    if previous < len(text):
+        slices.append((previous, len(text), False))
+    return slices
+
+
+def assert_matches_regex(pattern: str, text: str, multiline: bool = False, reference: bool = True) -> None:
+    """The jit matcher (and the reference matcher, unless ``reference`` is False) give regex's slices."""
+    program = compile_regex(pattern, multiline=multiline)
+    expected = regex_slices(pattern, text, regex.MULTILINE if multiline else 0)
+    if reference:
+        assert reference_find_spans(program, text) == expected, (pattern, text)
+    ends, is_match = find_spans(np.frombuffer(text.encode("utf-8"), np.uint8), program)
+    assert np.array_equal(ends, byte_ends(text, expected)), (pattern, text)
+    assert is_match.tolist() == [int(flag) for _, _, flag in expected], (pattern, text)
+
+
+def test_shipped_tables_match_the_generator():
+    """Categories and \\s always match Crayon's Unicode 16 ranges; \\w and case folding are compared with the
+    generator where the installed regex is Unicode 16 (it is their only source)."""
+    with resources.files("crayon").joinpath("data", TABLE_FILE).open("rb") as file, np.load(file) as shipped:
+        tables = {name: shipped[name] for name in shipped.files}
+    per_code_point = tables["block_signatures"].reshape(-1, BLOCK_SIZE)[tables["block_index"]].reshape(-1)
+    assert np.array_equal(per_code_point & ~np.uint8(WORD_BIT), unicode16_signatures())
+    if not installed_regex_is_unicode16():
+        pytest.skip(f"regex {regex.__version__} is not Unicode 16: \\w and case folds are checked with one that is")
+    for name, array in build_tables().items():
+        assert np.array_equal(tables[name], array), name
+
+
+def test_signatures_agree_with_the_hand_written_pre_tokenizer_tables():
+    """Both tables are Unicode 16: letters, numbers and \\s fall where the jit pre-tokenizers' classes say."""
+    block_index, block_classes, class_properties = unicode_tables()
+    code_points = np.arange(CODE_POINTS)
+    classes = block_classes[(block_index[code_points >> 7].astype(np.int64) << 7) | (code_points & 127)]
+    properties = class_properties[classes]
+    signatures = unicode_signatures()
+    category = np.array(CATEGORIES)[signatures & CATEGORY_MASK]
+    assert np.array_equal(np.char.startswith(category, "L"), (properties & LETTER) != 0)
+    assert np.array_equal(np.char.startswith(category, "N"), (properties & NUMBER) != 0)
+    assert np.array_equal((signatures & SPACE_BIT) != 0, (properties & WHITESPACE) != 0)
+
+
+@pytest.mark.parametrize("name", sorted(TOKENIZER_PATTERNS))
+@pytest.mark.parametrize("corpus", CORPUS_FILES)
+def test_tokenizer_patterns_match_regex_on_corpora(name, corpus):
+    text = corpus_text(corpus, 5_000)
+    pattern = TOKENIZER_PATTERNS[name]
+    assert findall(compile_regex(pattern), text) == regex.findall(pattern, text)
+    assert_matches_regex(pattern, corpus_text(corpus, 200_000)[-100_000:], reference=False)
+
+
+@pytest.mark.parametrize("name", sorted(TOKENIZER_PATTERNS))
+@settings(max_examples=60, deadline=None)
+@given(text=tokenizer_text)
+def test_tokenizer_patterns_match_regex_on_generated_text(name, text):
+    assert_matches_regex(TOKENIZER_PATTERNS[name], text)
+
+
+@pytest.mark.parametrize("name", ["cl100k", "o200k", "llama3", "deepseek_words"])
+def test_every_short_tuple_of_character_classes(name):
+    """wordchipper's enumeration: a representative of each class of the program (and of the tricky fragments),
+    in every tuple of up to three."""
+    program = compile_regex(TOKENIZER_PATTERNS[name])
+    code_points = np.arange(CODE_POINTS)
+    classes = program.block_classes[(program.block_index[code_points >> 7].astype(np.int64) << 7) | (code_points & 127)]
+    _, first = np.unique(classes, return_index=True)
+    alphabet = sorted({chr(code_point) for code_point in first if not 0xD800 <= code_point < 0xE000}
+                      | {"'", "s", "S", "l", "L", "e", "\r", "\n", " ", "a", "1"})
+    text = "".join(
+        "".join(chars) + "\x00" for length in (1, 2, 3) for chars in itertools.product(alphabet, repeat=length)
+    )
+    assert_matches_regex(TOKENIZER_PATTERNS[name], text)
+
+
+@pytest.mark.parametrize("pattern", CONSTRUCT_PATTERNS)
+@settings(max_examples=40, deadline=None)
+@given(text=st.lists(st.sampled_from(["a", "b", "c", "ab", "x", "y", "\n", " ", "  ", "1", "22", "ß", "SS", "ǆ",
+                                      "K", "é", "😀", "☃", "中", ".", "]", "-", "^", *FRAGMENTS]),
+                     max_size=20).map("".join))
+def test_constructs_match_regex(pattern, text):
+    assert_matches_regex(pattern, text)
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=tokenizer_text)
+def test_multiline_anchors_match_regex(text):
+    for pattern in (r"^\s*\S+|.", r"\S+$|.", r"\s+$|\s+(?!\S)|\S+"):
+        assert_matches_regex(pattern, text, multiline=True)
+
+
+@pytest.mark.parametrize("pattern, construct", [
+    (r"(?<=a)b", "lookbehind"), (r"(?<!a)b", "lookbehind"), (r"(a)\1", "backreference"),
+    (r"\bword", "word boundary"), (r"a*", "empty string"), (r"(?:a?)+b", "empty string"),
+    (r"\p{Greek}", r"\p{Greek}"), (r"(?x)a", "flags"), ("|".join(f"\\u{c:04x}" for c in range(0x100, 0x142)),
+                                                        "more than 64"),
+    (r"(?i:\p{Lu})", "case-insensitive"), (r"[[:alpha:]]", "POSIX"), (r"(?i)[\u0100-\u3000]", "wide"),
+])
+def test_unsupported_constructs_are_named(pattern, construct):
+    with pytest.raises(UnsupportedComponentError, match=regex.escape(construct)):
+        compile_regex(pattern)
+
+
+def test_invalid_utf8_is_one_character_per_byte():
+    program = compile_regex(TOKENIZER_PATTERNS["llama3"])
+    data = b"ab\xff\xfe cd \xe4\xb8 x\xc3"
+    text = data.decode("utf-8", "surrogateescape")
+    expected = regex_slices(TOKENIZER_PATTERNS["llama3"], text)
+    ends, _ = find_spans(np.frombuffer(data, np.uint8), program)
+    assert ends.tolist() == np.cumsum([len(text[s:e].encode("utf-8", "surrogateescape"))
+                                       for s, e, _ in expected]).tolist()
+
+
+# ---- the jit engine with compiled pre-tokenizers -----------------------------------------------------------
+
+
+def corpus_sample() -> str:
+    return "".join(corpus_text(name, 15_000) for name in CORPUS_FILES)
+
+
+@pytest.mark.parametrize("pattern", [LLAMA3, TOKENIZER_PATTERNS["deepseek_words"], r"\S+|\s+", r"[a-z]+"])
+def test_engine_runs_any_pattern_compiled(pattern):
+    """A custom pattern (no hand-written machine) is split by the compiled matcher, gaps dropped as findall."""
+    ranks = mergeable_ranks("cl100k_base")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback to the Python pre-tokenizer
+        warnings.simplefilter("ignore", PatternCoverageWarning)  # the patterns that skip text do so on purpose
+        jit_tok = Tokenizer("custom", BytePairModel(ranks), pattern=pattern, backend="jit")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PatternCoverageWarning)
+        ref_tok = Tokenizer("custom", BytePairModel(ranks), pattern=pattern, backend="reference")
+    assert jit_tok.engine.compiled_splits is not None
+    text = corpus_sample()
+    assert jit_tok.encode_ordinary(text) == ref_tok.encode_ordinary(text)
+    texts = text.splitlines()[:100]
+    assert jit_tok.encode_ordinary_batch(texts) == [ref_tok.encode_ordinary(t) for t in texts]
+
+
+def test_engine_falls_back_with_one_warning_naming_the_construct():
+    ranks = mergeable_ranks("cl100k_base")
+    pattern = r"(?<=\s)\S+|\S+|\s+"
+    with pytest.warns(UserWarning, match="lookbehind"):
+        jit_tok = Tokenizer("custom", BytePairModel(ranks), pattern=pattern, backend="jit")
+    assert jit_tok.engine.compiled_splits is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Tokenizer("custom", BytePairModel(ranks), pattern=pattern, backend="jit")  # warned once already
+    ref_tok = Tokenizer("custom", BytePairModel(ranks), pattern=pattern, backend="reference")
+    text = corpus_text("english_web.txt", 20_000)
+    assert jit_tok.encode_ordinary(text) == ref_tok.encode_ordinary(text)
+
+
+tokenizers = pytest.importorskip("tokenizers")
+from test_hf_io import CONFIGS, tokenizer_from_hf, train_hf  # noqa: E402
+
+COMPILED_CONFIGS = sorted(set(CONFIGS) - {"bert_pre_tokenizer", "fixed_length", "byte_level_normalizer"})
+HAND_WRITTEN_CONFIGS = {"gpt2"}  # GPT-2's ByteLevel splits as r50k_base: the hand-written state machine runs it
+
+
+@pytest.fixture(scope="module")
+def small_training_text():
+    text = corpus_text("big.txt", 40_000) + corpus_text("multilingual.txt", 20_000)
+    return [text[i : i + 2000] for i in range(0, len(text), 2000)]
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_hf_pipelines_run_compiled_with_hf_ids(name, small_training_text):
+    hf = train_hf(small_training_text, *CONFIGS[name]())
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        tok = tokenizer_from_hf(json.loads(hf.to_str()), backend="jit")
+    if name in HAND_WRITTEN_CONFIGS:
+        assert tok.engine.pattern_id is not None and tok.engine.compiled_splits is None
+    else:
+        assert (tok.engine.compiled_splits is not None) == (name in COMPILED_CONFIGS)
+    text = corpus_sample()
+    assert tok.encode(text, allowed_special="all") == hf.encode(text, add_special_tokens=False).ids

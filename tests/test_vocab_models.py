@@ -1,0 +1,279 @@
+"""WordPiece and Unigram over the DAT: reference and jit twins against HF tokenizers' models (trained here in
+seconds on the shared corpora) and against the ``sentencepiece`` package (unigram ``.model`` files, with and
+without byte fallback), on corpora and hypothesis text."""
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+from conftest import corpus_text
+from hypothesis import given, settings
+from strategies import tokenizer_text
+
+import crayon
+from crayon.errors import UnsupportedComponentError
+from crayon.formats.sentencepiece import normalize, read_sentencepiece, model_from_sentencepiece
+from crayon.jit.char_bpe import CharBytePairTables
+from crayon.jit.char_bpe import encode_spans as char_bpe_encode_spans
+from crayon.jit.unigram import encode_spans
+from crayon.jit.wordpiece import encode_words
+from crayon.reference.char_bpe import CharBytePairModel
+from crayon.reference.unigram import UnigramModel
+from crayon.reference.wordpiece import WordPieceModel
+
+tokenizers = pytest.importorskip("tokenizers")
+from tokenizers import models, pre_tokenizers, trainers  # noqa: E402
+
+
+def training_lines() -> list[str]:
+    text = corpus_text("big.txt", 200_000) + corpus_text("multilingual.txt", 30_000)
+    return [text[i : i + 2000] for i in range(0, len(text), 2000)]
+
+
+def sample_text() -> str:
+    return (corpus_text("english_web.txt", 60_000) + corpus_text("multilingual.txt")[-30_000:]
+            + corpus_text("python_code.py", 20_000) + corpus_text("enwik8_head.xml", 20_000))
+
+
+def as_data(pieces: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    encoded = [piece.encode("utf-8") for piece in pieces]
+    return np.frombuffer(b"".join(encoded), np.uint8), np.cumsum([len(piece) for piece in encoded], dtype=np.int64)
+
+
+@pytest.fixture(scope="module")
+def wordpiece():
+    hf = tokenizers.Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=20))
+    hf.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    hf.train_from_iterator(training_lines(), trainers.WordPieceTrainer(
+        vocab_size=1500, special_tokens=["[UNK]"], show_progress=False))
+    spec = json.loads(hf.to_str())["model"]
+    model = WordPieceModel(spec["vocab"], unk_token=spec["unk_token"],
+                           continuing_subword_prefix=spec["continuing_subword_prefix"],
+                           max_input_chars_per_word=spec["max_input_chars_per_word"])
+    return hf, model
+
+
+def check_wordpiece(hf, model, text):
+    words = [word for word, _ in hf.pre_tokenizer.pre_tokenize_str(text)]
+    expected = [token.id for word in words for token in hf.model.tokenize(word)]
+    assert [i for word in words for i in model.encode_word(word)] == expected
+    assert encode_words(model, *as_data(words))[0].tolist() == expected
+
+
+def test_wordpiece_matches_hf_on_corpora(wordpiece):
+    check_wordpiece(*wordpiece, sample_text())
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=tokenizer_text)
+def test_wordpiece_matches_hf_on_generated_text(wordpiece, text):
+    check_wordpiece(*wordpiece, text + " ##ing x" + "y" * 25)  # continuation text and a word over the limit
+
+
+def test_wordpiece_needs_its_unknown_token():
+    with pytest.raises(UnsupportedComponentError, match="unk_token"):
+        WordPieceModel({"a": 0}, unk_token="[UNK]")
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["unk", "byte_fallback"])
+def unigram(request):
+    """A Unigram trained by HF; for byte fallback the file gets the 256 byte pieces, as Llama-style files have."""
+    hf = tokenizers.Tokenizer(models.Unigram())
+    hf.pre_tokenizer = pre_tokenizers.Metaspace()
+    hf.train_from_iterator(training_lines(), trainers.UnigramTrainer(
+        vocab_size=3000, special_tokens=["<unk>"], unk_token="<unk>", show_progress=False))
+    config = json.loads(hf.to_str())
+    if request.param:
+        config["model"]["byte_fallback"] = True
+        config["model"]["vocab"] += [[f"<0x{byte:02X}>", -20.0] for byte in range(256)]
+        hf = tokenizers.Tokenizer.from_str(json.dumps(config))
+    spec = config["model"]
+    model = UnigramModel([tuple(piece) for piece in spec["vocab"]], unk_id=spec["unk_id"],
+                         byte_fallback=spec.get("byte_fallback", False))
+    return hf, model
+
+
+def check_unigram(hf, model, text):
+    pieces = [piece for piece, _ in hf.pre_tokenizer.pre_tokenize_str(text)]
+    expected = [token.id for piece in pieces for token in hf.model.tokenize(piece)]
+    assert [i for piece in pieces for i in model.encode_span(piece.encode("utf-8"))] == expected
+    assert encode_spans(model, *as_data(pieces))[0].tolist() == expected
+
+
+def test_unigram_matches_hf_on_corpora(unigram):
+    check_unigram(*unigram, sample_text())
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=tokenizer_text)
+def test_unigram_matches_hf_on_generated_text(unigram, text):
+    check_unigram(*unigram, text)
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["unk", "byte_fallback"])
+def char_bpe(request):
+    """A BPE over characters trained by HF (Metaspace, as Llama 2-style files); byte fallback added to the file."""
+    hf = tokenizers.Tokenizer(models.BPE(unk_token="<unk>", fuse_unk=True))
+    hf.pre_tokenizer = pre_tokenizers.Metaspace()
+    hf.train_from_iterator(training_lines(), trainers.BpeTrainer(
+        vocab_size=1500, special_tokens=["<unk>"], show_progress=False))
+    config = json.loads(hf.to_str())
+    if request.param:
+        config["model"]["byte_fallback"] = True
+        size = len(config["model"]["vocab"])
+        config["model"]["vocab"].update({f"<0x{byte:02X}>": size + byte for byte in range(256)})
+        hf = tokenizers.Tokenizer.from_str(json.dumps(config))
+    spec = config["model"]
+    merges = [tuple(merge.split(" ")) if isinstance(merge, str) else tuple(merge) for merge in spec["merges"]]
+    model = CharBytePairModel(spec["vocab"], merges, unk_token=spec["unk_token"],
+                              byte_fallback=spec["byte_fallback"], fuse_unk=spec["fuse_unk"])
+    return hf, model
+
+
+def check_char_bpe(hf, model, text):
+    pieces = [piece for piece, _ in hf.pre_tokenizer.pre_tokenize_str(text)]
+    expected = [token.id for piece in pieces for token in hf.model.tokenize(piece)]
+    assert [i for piece in pieces for i in model.encode_span(piece.encode("utf-8"))] == expected
+    assert jit_ids(model, *as_data(pieces)) == expected
+
+
+def test_char_bpe_matches_hf_on_corpora(char_bpe):
+    check_char_bpe(*char_bpe, sample_text())
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=tokenizer_text)
+def test_char_bpe_matches_hf_on_generated_text(char_bpe, text):
+    check_char_bpe(*char_bpe, text)
+
+
+def test_char_bpe_long_span_uses_the_heap_exactly(char_bpe):
+    hf, model = char_bpe
+    text = "▁" + sample_text()[:3000].replace(" ", "▁")  # one span of thousands of symbols
+    expected = [token.id for token in hf.model.tokenize(text)]
+    assert model.encode_span(text.encode("utf-8")) == expected
+    assert jit_ids(model, *as_data([text])) == expected
+
+
+spm = pytest.importorskip("sentencepiece")
+
+
+SENTENCEPIECE_KINDS = [(kind, byte_fallback) for kind in ("unigram", "bpe") for byte_fallback in (False, True)]
+
+
+@pytest.fixture(scope="module", params=SENTENCEPIECE_KINDS,
+                ids=lambda kind: f"{kind[0]}-{'bytes' if kind[1] else 'unk'}")
+def sentencepiece_model(request, tmp_path_factory):
+    """(processor, file, model) of a SentencePiece model trained here, identity normalization."""
+    model_type, byte_fallback = request.param
+    folder = tmp_path_factory.mktemp("spm")
+    (folder / "train.txt").write_text("".join(training_lines()), encoding="utf-8")
+    prefix = str(folder / model_type)
+    spm.SentencePieceTrainer.train(input=str(folder / "train.txt"), model_prefix=prefix, vocab_size=1500,
+                                   model_type=model_type, normalization_rule_name="identity",
+                                   byte_fallback=byte_fallback, character_coverage=0.995, minloglevel=2)
+    file = read_sentencepiece(prefix + ".model")
+    return spm.SentencePieceProcessor(model_file=prefix + ".model"), file, model_from_sentencepiece(file)
+
+
+CHAR_BPE_TABLES: dict[int, tuple] = {}
+
+
+def jit_ids(model, data, ends) -> list[int]:
+    if isinstance(model, CharBytePairModel):
+        if id(model) not in CHAR_BPE_TABLES:
+            CHAR_BPE_TABLES[id(model)] = (model, CharBytePairTables(model))  # the model kept alive with its id
+        return char_bpe_encode_spans(CHAR_BPE_TABLES[id(model)][1], data, ends)[0].tolist()
+    return encode_spans(model, data, ends)[0].tolist()
+
+
+def check_sentencepiece(processor, file, model, lines):
+    expected = [processor.encode(line) for line in lines]
+    assert [model.encode_span(normalize(file, line).encode("utf-8")) for line in lines] == expected
+    ids = jit_ids(model, *as_data([normalize(file, line) for line in lines]))
+    assert ids == [i for line_ids in expected for i in line_ids]
+
+
+def test_sentencepiece_models_match_on_corpora(sentencepiece_model):
+    assert sentencepiece_model[1].byte_fallback == any(
+        kind == 6 for _, _, kind in sentencepiece_model[1].pieces)
+    check_sentencepiece(*sentencepiece_model, [line for line in sample_text().splitlines() if line])
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=tokenizer_text)
+def test_sentencepiece_models_match_on_generated_text(sentencepiece_model, text):
+    check_sentencepiece(*sentencepiece_model, [text.replace("\n", " ").replace("\r", " ")])
+
+
+def test_sentencepiece_files_it_cannot_read_exactly_are_refused(tmp_path):
+    (tmp_path / "train.txt").write_text("".join(training_lines()[:40]), encoding="utf-8")
+    prefix = str(tmp_path / "nfkc")
+    spm.SentencePieceTrainer.train(input=str(tmp_path / "train.txt"), model_prefix=prefix, vocab_size=300,
+                                   model_type="unigram", minloglevel=2)
+    with pytest.raises(UnsupportedComponentError, match="precompiled character map"):
+        model_from_sentencepiece(read_sentencepiece(prefix + ".model"))
+    prefix = str(tmp_path / "word")
+    spm.SentencePieceTrainer.train(input=str(tmp_path / "train.txt"), model_prefix=prefix, vocab_size=300,
+                                   model_type="word", normalization_rule_name="identity", minloglevel=2)
+    with pytest.raises(UnsupportedComponentError, match="'word'"):
+        model_from_sentencepiece(read_sentencepiece(prefix + ".model"))
+
+
+# ---- whole tokenizers: crayon.load of a tokenizer.json or a .model, on both engines -------------------------
+
+
+def check_loaded(path, expected_of, texts):
+    for backend in ("reference", "jit"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a pre-tokenizer without a compiled form says so once
+            tok = crayon.load(path, backend=backend)
+        assert tok.backend == backend
+        assert [tok.encode(text, allowed_special="all") for text in texts] == [expected_of(text) for text in texts]
+        assert tok.encode_batch(texts, allowed_special="all") == [expected_of(text) for text in texts]
+
+
+def test_wordpiece_tokenizer_json_loads_with_hf_ids(wordpiece, tmp_path):
+    hf, _ = wordpiece
+    hf.save(str(tmp_path / "tokenizer.json"))
+    texts = [line for line in sample_text().splitlines() if line][:300]
+    check_loaded(tmp_path / "tokenizer.json", lambda text: hf.encode(text, add_special_tokens=False).ids, texts)
+
+
+def test_unigram_tokenizer_json_loads_with_hf_ids(unigram, tmp_path):
+    check_hf_file(unigram[0], tmp_path)
+
+
+def test_char_bpe_tokenizer_json_loads_with_hf_ids(char_bpe, tmp_path):
+    check_hf_file(char_bpe[0], tmp_path)
+
+
+def check_hf_file(hf, tmp_path):
+    hf.save(str(tmp_path / "tokenizer.json"))
+    texts = [line for line in sample_text().splitlines() if line][:300]
+    check_loaded(tmp_path / "tokenizer.json", lambda text: hf.encode(text, add_special_tokens=False).ids, texts)
+
+
+def test_sentencepiece_model_loads_with_sentencepiece_ids(sentencepiece_model, tmp_path):
+    processor, file, _ = sentencepiece_model
+    path = tmp_path / f"{file.model_type}.model"
+    path.write_bytes(processor.serialized_model_proto())
+    texts = [line for line in sample_text().splitlines() if line][:300] + ["  two  spaces ", ""]
+    check_loaded(path, processor.encode, texts)
+
+
+def test_sentencepiece_tokens_decode_to_the_text_and_are_not_saved(sentencepiece_model, tmp_path):
+    """Pieces stand for their text (▁ a space, <0xXX> a byte): decoding gives the text after the dummy prefix.
+    Cartridges and tokenizer.json hold byte-level models only: saving these is refused by name."""
+    processor, file, _ = sentencepiece_model
+    path = tmp_path / f"{file.model_type}.model"
+    path.write_bytes(processor.serialized_model_proto())
+    tok = crayon.load(path, backend="jit")
+    text = "Hello wörld, 😀 and ﬁ 12345."
+    ids = tok.encode(text)
+    if file.byte_fallback or processor.unk_id() not in ids:
+        assert tok.decode(ids) == " " + text
+    for save in (lambda: tok.save(tmp_path / "x.crayon"), lambda: tok.export(tmp_path / "x.json", format="hf")):
+        with pytest.raises(UnsupportedComponentError, match="CharBytePairModel|UnigramModel"):
+            save()
