@@ -213,7 +213,11 @@ def test_piece_cache_bucket_hash_matches_reference():
     rng = random.Random(2)
     for _ in range(500):
         span = bytes(rng.randrange(256) for _ in range(rng.randint(2, 16)))
-        low, high = jit_cache.piece_key(np.frombuffer(span, np.uint8), 0, len(span))
+        # bytes around the span: a span with 16 bytes from its start to the end of the buffer is read in words
+        before = bytes(rng.randrange(256) for _ in range(rng.randint(0, 3)))
+        after = bytes(rng.randrange(256) for _ in range(rng.randint(0, 20)))
+        buffer = np.frombuffer(before + span + after, np.uint8)
+        low, high = jit_cache.piece_key(buffer, len(before), len(before) + len(span))
         assert (int(low), int(high)) == ref_cache.piece_key(span)
         assert jit_cache.piece_row(np.uint64(low), np.uint64(high), len(span), 2 * 1024) == 2 * ref_cache.piece_bucket(span, 1024)
 

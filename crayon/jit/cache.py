@@ -8,6 +8,8 @@ its own cache. The slots hold the same entries as the reference's after the same
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from crayon.jit.lazy import intrinsic, njit
@@ -21,6 +23,8 @@ _MULTIPLIER_HIGH = np.uint64(0xC2B2AE3D27D4EB4F)
 _U8 = np.uint64(8)
 _U32 = np.uint64(32)
 _LOW32 = np.uint64(0xFFFFFFFF)
+_ALL_BITS = np.uint64(0xFFFFFFFFFFFFFFFF)
+LITTLE_ENDIAN = sys.byteorder == "little"
 
 
 def new_piece_cache(n_buckets: int = DEFAULT_BUCKETS) -> np.ndarray:
@@ -33,6 +37,14 @@ def new_piece_cache(n_buckets: int = DEFAULT_BUCKETS) -> np.ndarray:
 @njit(cache=True, _nrt=False, inline="always")
 def piece_key(data, start, end):
     """data[start:end] (at most 16 bytes) as two little-endian words."""
+    if LITTLE_ENDIAN and start >= 0 and start + 16 <= data.shape[0]:  # two loads, no loop over the bytes
+        length = end - start
+        low = load_word(data, start)
+        if length < 8:
+            return low & (_ALL_BITS >> np.uint64(64 - 8 * length)), np.uint64(0)
+        if length == 8:
+            return low, np.uint64(0)
+        return low, load_word(data, start + 8) & (_ALL_BITS >> np.uint64(128 - 8 * length))
     low = np.uint64(0)
     high = np.uint64(0)
     for i in range(min(end, start + 8) - 1, start - 1, -1):
@@ -87,6 +99,24 @@ def cache_store(cache, low, high, length, row, tokens, first, count):
     if count > 2:
         following |= (np.uint64(tokens[first + 2]) & _LOW32) << _U32
     cache[row, 3] = following
+
+
+@intrinsic
+def load_word(typingctx, data, index):
+    """The 8 bytes data[index:index + 8] of a uint8 array as one native-endian uint64, read with one unaligned
+    load; the caller checks that index + 8 <= len(data)."""
+    from llvmlite import ir
+    from numba.core import cgutils, types
+
+    def codegen(context, builder, signature, args):
+        array_type, index_type = signature.args
+        array = context.make_array(array_type)(context, builder, args[0])
+        index = context.cast(builder, args[1], index_type, types.intp)
+        pointer = cgutils.get_item_pointer(context, builder, array_type, array, [index])
+        word = builder.load(builder.bitcast(pointer, ir.IntType(64).as_pointer()), align=1)
+        return word
+
+    return types.uint64(data, index), codegen
 
 
 @intrinsic
