@@ -35,7 +35,7 @@ PASSES = ("first sight", "repeated")
 
 def libraries(name: str, vocabulary_dir: Path) -> dict:
     """label -> (make, encode_ordinary): ``make()`` returns a fresh encoder state, ``encode(state, text)`` the ids."""
-    import fastokens._native
+    import fastokens
     import quicktok
     import tiktoken
 
@@ -61,7 +61,7 @@ def libraries(name: str, vocabulary_dir: Path) -> dict:
     return {
         "crayon": (fresh_crayon, lambda tok, text: tok.encode_ordinary(text)),
         # naming the encoding selects fastokens' own pre-tokenizer for it (several times faster than the pattern)
-        "fastokens": (lambda: fastokens._native.Tokenizer.from_tiktoken(str(plain), encoding=name),
+        "fastokens": (lambda: fastokens.Tokenizer.from_tiktoken(str(plain), encoding=name),
                       lambda tok, text: tok.encode_ordinary(text).ids),
         "quicktok": (lambda: quicktok.Tokenizer(name, ""), lambda tok, text: tok.encode_ordinary(text)),
         "tiktoken": (lambda: tiktoken_encoding, lambda enc, text: enc.encode_ordinary(text)),
