@@ -59,6 +59,13 @@ def load(
     cartridge's checksums and invariants before using it. ``mmap=False`` reads a cartridge into memory instead of
     mapping it: a mapped cartridge must not be truncated or rewritten in place while it is in use (replace it by
     renaming a new file over it, as ``save`` does).
+
+    ```pycon
+    >>> tok = crayon.load("cl100k_base")
+    >>> tok.encode("hello world")
+    [15339, 1917]
+
+    ```
     """
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")

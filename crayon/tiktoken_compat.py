@@ -52,7 +52,15 @@ def list_encoding_names() -> list[str]:
 
 def get_encoding(encoding_name: str) -> Tokenizer:
     """The tokenizer of an OpenAI encoding ("cl100k_base", "gpt2" ...), one shared object per name as in tiktoken;
-    ``ValueError`` for a name Crayon does not ship."""
+    ``ValueError`` for a name Crayon does not ship.
+
+    ```pycon
+    >>> enc = crayon.get_encoding("cl100k_base")
+    >>> enc is crayon.get_encoding("cl100k_base"), enc.decode(enc.encode("hello world"))
+    (True, 'hello world')
+
+    ```
+    """
     if encoding_name in UNSUPPORTED_ENCODINGS:
         raise ValueError(f"Crayon does not support {encoding_name}: {UNSUPPORTED_ENCODINGS[encoding_name]}")
     if encoding_name not in OPENAI_ENCODINGS:

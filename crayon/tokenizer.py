@@ -346,7 +346,17 @@ class Tokenizer:
 
         With the default specials, the tokens of a short text are remembered: the same text again (a word, a
         label) costs a dictionary lookup. A remembered text passed the special-token check, which depends on the
-        text alone."""
+        text alone.
+
+        ```pycon
+        >>> enc = crayon.load("cl100k_base")
+        >>> enc.encode("hello world")
+        [15339, 1917]
+        >>> enc.encode("<|endoftext|>", allowed_special="all")
+        [100257]
+
+        ```
+        """
         if (type(text) is str and len(text) <= SHORT_TEXT and type(allowed_special) in (frozenset, set)
                 and not allowed_special and disallowed_special == "all"):
             known = self._short_encode.get(text)
@@ -381,7 +391,14 @@ class Tokenizer:
         allowed_special: Literal["all"] | AbstractSet[str] = frozenset(),
         disallowed_special: Literal["all"] | Collection[str] = "all",
     ) -> list[list[int]]:
-        """Encode many texts; the same lists as a loop of ``encode``."""
+        """Encode many texts; the same lists as a loop of ``encode``.
+
+        ```pycon
+        >>> crayon.load("cl100k_base").encode_batch(["hello", "hello world"])
+        [[15339], [15339, 1917]]
+
+        ```
+        """
         texts = [_as_utf8_safe(text) for text in _text_list(texts)]
         allowed = [self._check_specials(text, allowed_special, disallowed_special) for text in texts]
         if not any(allowed) and not self.added_tokens:
@@ -445,7 +462,14 @@ class Tokenizer:
         return flat_from_arrays(pieces)
 
     def count_tokens(self, text: str, **specials) -> int:
-        """The number of tokens ``encode(text, **specials)`` gives, without building the list."""
+        """The number of tokens ``encode(text, **specials)`` gives, without building the list.
+
+        ```pycon
+        >>> crayon.load("cl100k_base").count_tokens("hello world")
+        2
+
+        ```
+        """
         return int(self.count_tokens_batch([text], **specials)[0])
 
     def count_tokens_batch(self, texts: Sequence[str], *, num_threads: int | None = None, **specials) -> np.ndarray:
@@ -565,7 +589,15 @@ class Tokenizer:
 
     def __call__(self, texts: str | Sequence[str], *, return_tensors: Literal["np"] = "np", **options) -> dict[str, np.ndarray]:
         """``encode_batch_to_numpy`` called like a transformers tokenizer: ``tok(texts, padding=True,
-        truncation=True, max_length=512, return_tensors="np")``; one text gives one row."""
+        truncation=True, max_length=512, return_tensors="np")``; one text gives one row.
+
+        ```pycon
+        >>> batch = crayon.load("cl100k_base")(["hello", "hello world"], pad_token_id=0)
+        >>> batch["input_ids"].tolist(), batch["attention_mask"].tolist()
+        ([[15339, 0], [15339, 1917]], [[1, 0], [1, 1]])
+
+        ```
+        """
         if return_tensors != "np":
             raise ValueError(f"return_tensors={return_tensors!r}: Crayon returns numpy arrays ('np')")
         return self.encode_batch_to_numpy([texts] if isinstance(texts, str) else texts, **options)
@@ -654,7 +686,14 @@ class Tokenizer:
         return b"".join(map(self.decode_single_token_bytes, _token_list(tokens)))
 
     def decode(self, tokens: Sequence[int], errors: str = "replace") -> str:
-        """Decode to text; ``errors`` is how bytes that are not UTF-8 are handled, as in ``bytes.decode``."""
+        """Decode to text; ``errors`` is how bytes that are not UTF-8 are handled, as in ``bytes.decode``.
+
+        ```pycon
+        >>> crayon.load("cl100k_base").decode([15339, 1917])
+        'hello world'
+
+        ```
+        """
         return self.decode_bytes(tokens).decode("utf-8", errors=errors)
 
     def decode_tokens_bytes(self, tokens: Sequence[int]) -> list[bytes]:

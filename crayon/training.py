@@ -60,9 +60,12 @@ def train(
     paths, sizes and modification times, or the texts' hash) or other settings is refused, naming what
     differs. The corpus is read once per segment, so ``texts=`` must be a list (not a one-pass iterator).
 
-    >>> tok = crayon.train(texts=["low lower lowest " * 50], vocab_size=270, progress=False)
+    ```pycon
+    >>> tok = crayon.train(texts=["low lower lowest " * 50], vocab_size=262, progress=False)
     >>> tok.n_vocab, tok.decode(tok.encode("lowest"))
-    (270, 'lowest')
+    (262, 'lowest')
+
+    ```
     """
     if corpus:
         raise TypeError(
