@@ -6,6 +6,7 @@ The corpus is given by keyword, never guessed from its type: ``files=[...]`` are
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import operator
 import os
@@ -13,13 +14,12 @@ import warnings
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from crayon.cartridge import check_writable, open_cartridge
+from crayon.cartridge import VOCAB_BYTES, VOCAB_OFFSETS, check_writable, open_cartridge
 from crayon.corpus import documents, read_documents
 from crayon.errors import TrainingWarning
-from crayon.loading import load
 from crayon.patterns import resolve_pattern
 from crayon.reference.bpe import BytePairModel
-from crayon.reference.train import N_BYTES
+from crayon.reference.train import N_BYTES, check_settings
 from crayon.saving import save_cartridge
 from crayon.tokenizer import Tokenizer
 
@@ -138,7 +138,8 @@ def _train_checkpointed(files, texts, vocab_size, *, pattern, special_tokens, ba
     if texts is not None and not isinstance(texts, (str, bytes, os.PathLike)) and iter(texts) is texts:
         raise TypeError("checkpointed training reads the corpus once per segment: give texts= as a list, not a "
                         "one-pass iterator (or write the texts to files and pass files=)")
-    special_tokens = (special_tokens,) if isinstance(special_tokens, str) else tuple(special_tokens)
+    special_tokens = check_settings(vocab_size, special_tokens)
+    collections.deque(documents(files, texts), maxlen=0)  # a missing file or a text that is no str fails here
     path = check_writable(checkpoint)
     settings = {
         "vocab_size": vocab_size,
@@ -150,15 +151,16 @@ def _train_checkpointed(files, texts, vocab_size, *, pattern, special_tokens, ba
     n_tokens = vocab_size - len(special_tokens)  # ordinary tokens wanted, the 256 bytes included
     bar = _progress_bar(progress, total=n_tokens - N_BYTES, initial=min(_learned(tokenizer), n_tokens - N_BYTES))
     try:
-        while _learned(tokenizer) < n_tokens - N_BYTES:
+        while tokenizer is None or _learned(tokenizer) < n_tokens - N_BYTES:
             before = _learned(tokenizer)
             if tokenizer is None:
                 segment_size = min(n_tokens, N_BYTES + every) + len(special_tokens)
                 tokenizer = _train_bpe(documents(files, texts), segment_size, pattern=pattern,
                                        special_tokens=special_tokens, backend=backend, progress=False, name=name)
             else:
-                tokenizer = tokenizer.extend(files=files, texts=texts, n_new_tokens=min(every, n_tokens - N_BYTES - before),
-                                             backend=backend, move_special_tokens=True, name=name)
+                n_new_tokens = min(every, n_tokens - N_BYTES - before)
+                tokenizer = tokenizer.extend(files=files, texts=texts, n_new_tokens=n_new_tokens, backend=backend,
+                                             move_special_tokens=True, name=name)
             save_cartridge(tokenizer, path, source={CHECKPOINT_KEY: settings})
             if bar is not None:
                 bar.update(_learned(tokenizer) - before)
@@ -167,8 +169,6 @@ def _train_checkpointed(files, texts, vocab_size, *, pattern, special_tokens, ba
     finally:
         if bar is not None:
             bar.close()
-    if tokenizer is None:  # resumed from a finished checkpoint: nothing was loaded fresh
-        tokenizer = _resume(path, settings)
     # a fresh vocabulary (version 1, no parent), as an uninterrupted run gives
     return Tokenizer(name, BytePairModel(tokenizer.model.ranks), pattern=tokenizer.pattern,
                      special_tokens=tokenizer.special_tokens)
@@ -200,7 +200,9 @@ def corpus_fingerprint(files, texts) -> dict:
 
 
 def _resume(path: Path, settings: dict) -> Tokenizer:
-    saved = (open_cartridge(path).metadata.get("source") or {}).get(CHECKPOINT_KEY)
+    """The vocabulary saved in the checkpoint at ``path``, refused unless it was made with ``settings``."""
+    cartridge = open_cartridge(path, verify=True)
+    saved = (cartridge.metadata.get("source") or {}).get(CHECKPOINT_KEY)
     if saved is None:
         raise ValueError(f"{path} exists but is not a training checkpoint: choose another checkpoint= path")
     differing = [key for key in settings if saved.get(key) != settings[key]]
@@ -209,7 +211,10 @@ def _resume(path: Path, settings: dict) -> Tokenizer:
             f"the checkpoint {path} was made with another {', '.join(differing)} (resuming needs the same corpus "
             f"and settings): train with those, or delete the checkpoint / choose another path to start afresh"
         )
-    return load(path)
+    blob, offsets = cartridge.sections[VOCAB_BYTES], cartridge.sections[VOCAB_OFFSETS].tolist()
+    ranks = {blob[start:end].tobytes(): token_id for token_id, (start, end) in enumerate(zip(offsets, offsets[1:]))}
+    return Tokenizer(cartridge.metadata["name"], BytePairModel(ranks), pattern=settings["pattern"],
+                     special_tokens=cartridge.metadata["special_tokens"])
 
 
 def _progress_bar(enabled: bool, **options):

@@ -98,3 +98,16 @@ def test_training_interrupted_by_ctrl_c_resumes_to_the_uninterrupted_vocabulary(
     bar = capsys.readouterr().err
     assert re.search(r"training \(checkpointed\):\s+\d+%\|[^|]*\| (\d+)/743", bar).group(1) == str(learned)
     assert ids(resumed) == ids(crayon.train(**options, backend="jit", progress=False))
+
+
+def test_a_corpus_out_of_pairs_stops_segmented_training_as_uninterrupted(tmp_path):
+    options = dict(texts=["low lower lowest"] * 3, vocab_size=300, progress=False)
+    with pytest.warns(crayon.TrainingWarning, match="stopped at 264 tokens"):
+        whole = crayon.train(**options)
+    with pytest.warns(crayon.TrainingWarning, match="stopped at 264 tokens"):
+        segmented = crayon.train(**options, checkpoint=tmp_path / "run", checkpoint_every=3)
+    assert ids(segmented) == ids(whole) and (tmp_path / "run.crayon").is_file()
+    bytes_only = crayon.train(texts=["abc"], vocab_size=257, progress=False, checkpoint=tmp_path / "bytes.crayon")
+    assert ids(bytes_only) == ids(crayon.train(texts=["abc"], vocab_size=257, progress=False))
+    with pytest.raises(ValueError, match="vocab_size=100 is smaller"):
+        crayon.train(texts=["abc"], vocab_size=100, progress=False, checkpoint=tmp_path / "small.crayon")
