@@ -67,6 +67,8 @@ def _train(args: argparse.Namespace) -> None:
         special_tokens=tuple(args.special if args.special is not None else ["<|endoftext|>"]),
         progress=not args.quiet,
         name=args.name or Path(args.output).stem,
+        checkpoint=args.checkpoint,
+        checkpoint_every=args.checkpoint_every,
     )
     print(write_tokenizer(tok, args.output))
 
@@ -254,6 +256,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a special token, given the last ids (repeat the option; default: <|endoftext|>)")
     train.add_argument("--name", help="the tokenizer's name (default: the output file's stem)")
     train.add_argument("--quiet", action="store_true", help="no progress bars")
+    train.add_argument("--checkpoint", metavar="PATH",
+                       help="save the vocabulary so far to this cartridge every --checkpoint-every tokens; when it "
+                            "exists, resume from it (same files and settings) to the uninterrupted result")
+    train.add_argument("--checkpoint-every", type=int, default=1000, metavar="N",
+                       help="new tokens per checkpointed segment (default 1000)")
     train.set_defaults(run=_train)
 
     export = commands.add_parser("export", aliases=["compile"], help="write a tokenizer in another format",

@@ -71,6 +71,17 @@ def test_train_writes_the_format_the_suffix_names(capsys, tmp_path, corpus, suff
         assert trained.n_vocab == 300 and trained.decode(trained.encode(text)) == text
 
 
+def test_train_checkpoints_and_resumes(capsys, tmp_path, corpus):
+    checkpoint = tmp_path / "run.crayon"
+    options = ["--vocab-size", 300, "--quiet", "--checkpoint", checkpoint, "--checkpoint-every", 10]
+    code, _, err = run(capsys, "train", corpus, "-o", tmp_path / "mine.crayon", *options)
+    assert code == 0, err
+    assert crayon.load(checkpoint).model.ranks == crayon.load(tmp_path / "mine.crayon").model.ranks
+    code, _, err = run(capsys, "train", corpus, "-o", tmp_path / "again.crayon", *options[:-4], "--checkpoint",
+                       checkpoint, "--pattern", "gpt2")
+    assert code == 2 and "made with another pattern" in err
+
+
 def test_refused_outputs_exit_2_before_training(capsys, tmp_path, corpus):
     for output, message in ((tmp_path / "mine.bin", "the suffix chooses the format"),
                             (tmp_path / "mine", "the suffix chooses the format"),
