@@ -259,8 +259,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--checkpoint", metavar="PATH",
                        help="save the vocabulary so far to this cartridge every --checkpoint-every tokens; when it "
                             "exists, resume from it (same files and settings) to the uninterrupted result")
-    train.add_argument("--checkpoint-every", type=int, default=1000, metavar="N",
-                       help="new tokens per checkpointed segment (default 1000)")
+    train.add_argument("--checkpoint-every", type=int, default=5000, metavar="N",
+                       help="new tokens per checkpointed segment (default 5000)")
     train.set_defaults(run=_train)
 
     export = commands.add_parser("export", aliases=["compile"], help="write a tokenizer in another format",

@@ -42,7 +42,7 @@ def train(
     min_frequency: int = 1,
     reserved_special_tokens: int = 0,
     checkpoint: str | os.PathLike | None = None,
-    checkpoint_every: int = 1000,
+    checkpoint_every: int = 5000,
 ):
     """Train a vocabulary of ``vocab_size`` tokens on ``files=[paths]`` (UTF-8 files, streamed) and/or
     ``texts=[str, ...]`` (any iterable of texts); each file or text is one document.
@@ -58,7 +58,8 @@ def train(
     and saves the vocabulary so far there (atomically) after each. When that file exists, training resumes
     from it and reaches the same vocabulary as an uninterrupted run; a checkpoint of another corpus (file
     paths, sizes and modification times, or the texts' hash) or other settings is refused, naming what
-    differs. The corpus is read once per segment, so ``texts=`` must be a list (not a one-pass iterator).
+    differs. Each segment reads and counts the corpus again (a cost of one word count per segment), so
+    ``texts=`` must be a list (not a one-pass iterator).
 
     ```pycon
     >>> tok = crayon.train(texts=["low lower lowest " * 50], vocab_size=262, progress=False)
