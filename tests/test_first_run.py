@@ -89,7 +89,8 @@ def test_the_kernel_folder_follows_xdg_cache_home(monkeypatch, tmp_path):
 
 def test_warmup_command_builds_the_kernels_once(tmp_path):
     """``crayon warmup`` (for Docker and Ray images) reports the module it built or found."""
-    env = {**os.environ, "CRAYON_KERNEL_DIR": str(tmp_path / "k"), "CRAYON_PROFILE_DIR": str(tmp_path / "p")}
+    env = {**os.environ, "CRAYON_KERNEL_DIR": str(tmp_path / "k"), "CRAYON_PROFILE_DIR": str(tmp_path / "p"),
+           "XDG_CACHE_HOME": str(tmp_path / "xdg")}  # no r50k_base cached by an earlier run in the user's cache
     shared = aot.module_path()
     if not shared.is_file():
         pytest.skip("the kernels are not built in the default folder")
