@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.util
 import json
 import tempfile
 from dataclasses import dataclass, field
@@ -31,12 +32,12 @@ from conftest import corpus_text, mergeable_ranks, tiktoken_encoding
 from crayon.errors import BackendUnavailableError, UnsupportedComponentError
 from crayon.jit import pipeline as jit_pipeline
 from crayon.reference import pipeline as reference_pipeline
-from crayon.reference.char_bpe import CharBytePairModel
-from crayon.reference.unigram import UnigramModel
-from crayon.reference.wordpiece import WordPieceModel
 from crayon.reference.bpe import BytePairModel
+from crayon.reference.char_bpe import CharBytePairModel
 from crayon.reference.longest import LongestMatchModel
 from crayon.reference.pretokenize import WholeText
+from crayon.reference.unigram import UnigramModel
+from crayon.reference.wordpiece import WordPieceModel
 from strategies import tokenizer_text
 
 LACKABLE = {
@@ -287,19 +288,17 @@ DUMMY_PREFIX = "crayon decodes the dummy prefix ▁ as a space, which the oracle
 
 
 def _vocab_model_cases() -> dict[str, Case]:
-    try:
-        import sentencepiece  # noqa: F401
-        import tokenizers  # noqa: F401
-    except ImportError:  # no oracle for these model families
-        return {}
-    return {
-        "wordpiece": _vocab_model_case("wordpiece", lacks={
-            "decode": "WordPiece joins pieces without HF's decoder's spaces and ## stripping"}),
-        "unigram": _vocab_model_case("unigram", lacks={"decode": DUMMY_PREFIX}),
-        "char_bpe": _vocab_model_case("char_bpe", lacks={"decode": DUMMY_PREFIX}),
-        "sentencepiece_unigram": _sentencepiece_case("unigram"),
-        "sentencepiece_bpe": _sentencepiece_case("bpe"),
-    }
+    """The models over characters, each where its oracle (HF tokenizers, sentencepiece) is installed."""
+    cases = {}
+    if importlib.util.find_spec("tokenizers") is not None:
+        cases |= {"wordpiece": _vocab_model_case("wordpiece", lacks={
+                      "decode": "WordPiece joins pieces without HF's decoder's spaces and ## stripping"}),
+                  "unigram": _vocab_model_case("unigram", lacks={"decode": DUMMY_PREFIX}),
+                  "char_bpe": _vocab_model_case("char_bpe", lacks={"decode": DUMMY_PREFIX})}
+    if importlib.util.find_spec("sentencepiece") is not None:
+        cases |= {"sentencepiece_unigram": _sentencepiece_case("unigram"),
+                  "sentencepiece_bpe": _sentencepiece_case("bpe")}
+    return cases
 
 
 TOKENIZERS: dict[str, Case] = {
@@ -445,8 +444,8 @@ def case_on(case: str, backend: str) -> Case:
     entry, found = BACKENDS[backend], TOKENIZERS[case]
     chars = found.corpus_chars if entry.corpus_chars is None else min(found.corpus_chars or entry.corpus_chars,
                                                                         entry.corpus_chars)
-    return dataclasses.replace(found, corpus_chars=chars, examples=min(found.examples, entry.examples or found.examples),
-                               lacks={**found.lacks, **entry.lacks})
+    examples = min(found.examples, entry.examples or found.examples)
+    return dataclasses.replace(found, corpus_chars=chars, examples=examples, lacks={**found.lacks, **entry.lacks})
 
 
 def skip_if_lacking(case: Case, name: str) -> None:

@@ -21,7 +21,8 @@ import crayon
 import crayon.jit
 from conftest import CORPUS_FILES, corpus_text
 from crayon.reference.engine import CAPABILITIES, Engine
-from differential import BACKENDS, PAIRS, PipelineTokenizer, case_on, oracle_of, skip_if_lacking, tokenizer_on
+from differential import (BACKENDS, PAIRS, PipelineTokenizer, case_on, oracle_of, skip_if_lacking,
+                          tokenizer_on)
 
 
 SIMULATED = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
