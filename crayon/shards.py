@@ -37,6 +37,7 @@ from crayon.reference.pipeline import (
 )
 
 SIDECAR_FORMAT = "crayon-tokens/1"
+WRITE_BUFFER_BYTES = 1 << 22
 NPY_HEADER_BYTES = 128  # the .npy header is written first with room for any count, then rewritten in place
 
 
@@ -143,7 +144,7 @@ def write_chunks(tokenizer, chunks: Iterable[TokenChunk], output: str | os.PathL
     started = time.perf_counter()
     offsets, n_tokens, n_bytes = [0], 0, 0
     try:
-        with open(temporary, "wb") as file:
+        with open(temporary, "wb", buffering=WRITE_BUFFER_BYTES) as file:  # few large writes, not one per document
             if npy:
                 file.write(_npy_header(dtype, 0))
             for chunk in chunks:

@@ -210,6 +210,9 @@ def _is_whitespace(char: str) -> bool:
 # ------------------------------------------------------------------------------------------- read and cut
 
 
+SMALL_FILE_BYTES = 1 << 16
+
+
 def file_documents(paths: Sequence[str | os.PathLike], separator: str | None = None) -> Iterator[Document]:
     """The documents of UTF-8 files: each file, or (with ``separator``) each part of a file between separators
     (as ``bytes.split``; an empty part after a final separator is no document). Files are mapped, not read."""
@@ -233,9 +236,13 @@ def file_documents(paths: Sequence[str | os.PathLike], separator: str | None = N
 
 
 def _map_file(path) -> mmap.mmap | bytes:
+    """A file's bytes: mapped, or read where it is smaller than a chunk (mapping a small file costs more than
+    reading it, and its pages are never worth releasing early)."""
     with open(path, "rb") as file:
         size = os.fstat(file.fileno()).st_size
-        return mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        if size < SMALL_FILE_BYTES:
+            return file.read()
+        return mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
 
 
 def jsonl_documents(paths: Sequence[str | os.PathLike], field: str) -> Iterator[Document]:
