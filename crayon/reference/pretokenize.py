@@ -7,14 +7,16 @@ tiktoken does (``regex.findall``). Every character of the text lands in exactly 
 from __future__ import annotations
 
 import functools
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 import regex
 
 from crayon.errors import UnsupportedComponentError
 from crayon.patterns import pattern_name, resolve_pattern
-from crayon.reference.regex_vm import RegexSplit
 from crayon.reference.unicode16 import pin_unicode_classes
+
+if TYPE_CHECKING:  # the regex compiler is imported where a pre-tokenizer is compiled, not by `import crayon`
+    from crayon.reference.regex_vm import RegexSplit
 
 
 # Letters, marks, digits, punctuation, symbols and whitespace of several scripts: a pattern whose spans drop
@@ -94,6 +96,8 @@ class PatternSpanner:
         """findall as a split (see ``RegexSplit``): the matches are kept, the text between them dropped."""
         if compile_pattern(self.pattern).groups:
             raise UnsupportedComponentError(f"pattern {self.pattern!r} has capture groups (findall returns them)")
+        from crayon.reference.regex_vm import RegexSplit
+
         return [RegexSplit(self.pattern, behavior="removed", invert=True)], False
 
 

@@ -25,7 +25,6 @@ import numpy as np
 import regex
 
 from crayon.errors import CrayonError
-from crayon.reference.regex_vm import WORD_BIT, unicode_signatures
 
 UNICODE_VERSION = "16.0.0"
 CATEGORY_FILE = "unicode16_categories.npz"
@@ -84,6 +83,8 @@ def property_ranges(name: str) -> np.ndarray:
 @functools.cache
 def word_ranges() -> np.ndarray:
     """The Unicode 16 code points ``\\w`` matches, from the regex compiler's shipped signatures."""
+    from crayon.reference.regex_vm import WORD_BIT, unicode_signatures  # its tables hold \\w; imported on use
+
     is_word = (unicode_signatures() & WORD_BIT) != 0
     edges = np.flatnonzero(np.diff(np.concatenate([[False], is_word, [False]]).astype(np.int8)))
     return edges.reshape(-1, 2) - np.array([0, 1])
