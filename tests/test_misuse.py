@@ -479,6 +479,26 @@ def test_kernels_run_where_numba_has_nowhere_to_cache(tmp_path):
     assert done.stdout.strip() == "42" and "NUMBA_CACHE_DIR" in done.stderr
 
 
+def assert_ctrl_c_stops_within_a_second(script: str, started, stopped, *, after: float) -> None:
+    """Run ``script``, send SIGINT ``after`` seconds past its ``started`` mark, and check that the
+    KeyboardInterrupt reached it (it writes its clock to ``stopped``) within a second."""
+    process = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not started.exists():
+            assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
+            time.sleep(0.05)
+        time.sleep(after)
+        process.send_signal(signal.SIGINT)
+        interrupted = time.monotonic()
+        process.wait(timeout=60)
+    finally:
+        process.kill()
+    assert "KeyboardInterrupt" in process.stderr.read()
+    stopped_after = float(stopped.read_text()) - interrupted  # the same clock in both processes
+    assert stopped_after < 1.0, f"training went on {stopped_after:.2f} s after Ctrl-C"
+
+
 def test_ctrl_c_stops_word_counting_within_a_second(tmp_path):
     corpus = corpus_text("enwik8_head.xml")
     started = tmp_path / "started"
@@ -497,21 +517,7 @@ def test_ctrl_c_stops_word_counting_within_a_second(tmp_path):
             raise
     """)
     assert corpus
-    process = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 300
-        while not started.exists():
-            assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
-            time.sleep(0.05)
-        time.sleep(0.5)
-        process.send_signal(signal.SIGINT)
-        interrupted = time.monotonic()
-        process.wait(timeout=60)
-    finally:
-        process.kill()
-    assert "KeyboardInterrupt" in process.stderr.read()
-    stopped_after = float((tmp_path / "stopped").read_text()) - interrupted  # the same clock in both processes
-    assert stopped_after < 1.0, f"training went on {stopped_after:.2f} s after Ctrl-C"
+    assert_ctrl_c_stops_within_a_second(script, started, tmp_path / "stopped", after=0.5)
 
 
 def test_ctrl_c_stops_merging_within_a_second(tmp_path):
@@ -531,18 +537,4 @@ def test_ctrl_c_stops_merging_within_a_second(tmp_path):
             raise
     """)
     corpus_text("big.txt", 10)
-    process = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 300
-        while not started.exists():
-            assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
-            time.sleep(0.05)
-        time.sleep(1.0)
-        process.send_signal(signal.SIGINT)
-        interrupted = time.monotonic()
-        process.wait(timeout=60)
-    finally:
-        process.kill()
-    assert "KeyboardInterrupt" in process.stderr.read()
-    stopped_after = float((tmp_path / "stopped").read_text()) - interrupted  # the same clock in both processes
-    assert stopped_after < 1.0, f"training went on {stopped_after:.2f} s after Ctrl-C"
+    assert_ctrl_c_stops_within_a_second(script, started, tmp_path / "stopped", after=1.0)
