@@ -110,6 +110,7 @@ def extended_spec(
         normalizer=tokenizer.normalizer,
         pretokenizer=None if tokenizer.pattern is not None else tokenizer.pretokenizer,
         template=tokenizer.template,
+        added_token_options=tokenizer.added_token_options,
     )
 
 

@@ -22,6 +22,7 @@ from crayon.errors import CartridgeError
 from crayon.formats.tiktoken_io import load_tiktoken_bpe
 from crayon.patterns import PATTERNS
 from crayon.profiles import OPENAI_ENCODINGS, VOCABULARY_SHA256, cache_dirs, find_vocabulary_file, profile_dirs
+from crayon.reference.added_tokens import AddedTokenOptions
 from crayon.reference.bpe import BytePairModel
 from crayon.reference.pretokenize import WholeText
 from crayon.saving import CARTRIDGE_SECTION, save_cartridge
@@ -268,8 +269,13 @@ def load_cartridge(
     elif not isinstance(pattern, str):
         raise CartridgeError(f"{path}: the metadata has neither a pattern nor an HF pipeline")
     algorithm = metadata.get("algorithm")
+    try:
+        options = {token: AddedTokenOptions.from_hf(fields)
+                   for token, fields in metadata.get("added_token_options", {}).items()}
+    except (KeyError, TypeError, AttributeError) as error:
+        raise CartridgeError(f"{path}: added_token_options cannot be read: {error!r}") from None
     common = dict(pattern=pattern, special_tokens=specials, added_tokens=added, normalizer=normalizer,
-                  pretokenizer=pretokenizer, backend=backend, algorithm=algorithm)
+                  pretokenizer=pretokenizer, backend=backend, algorithm=algorithm, added_token_options=options)
     if algorithm == "longest":
         from crayon.reference.longest import LongestMatchModel
 
@@ -361,7 +367,7 @@ def as_longest_match(tokenizer: Tokenizer, backend: str = "auto") -> Tokenizer:
         tokenizer.name, model, pattern=tokenizer.pattern, special_tokens=tokenizer.special_tokens,
         added_tokens=tokenizer.added_tokens, normalizer=tokenizer.normalizer,
         pretokenizer=None if tokenizer.normalizer is None and tokenizer.pattern else tokenizer.pretokenizer,
-        backend=backend, algorithm="longest",
+        backend=backend, algorithm="longest", added_token_options=tokenizer.added_token_options,
     )
 
 

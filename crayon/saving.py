@@ -42,6 +42,8 @@ def save_cartridge(tokenizer, path: str | os.PathLike, *, source: dict | None = 
         "pattern": tokenizer.pattern,
         "special_tokens": tokenizer.special_tokens,
         "added_tokens": tokenizer.added_tokens,
+        "added_token_options": {token: options.to_hf()
+                                for token, options in tokenizer.added_token_options.items()},
         "source": source,
         "vocabulary_version": tokenizer.vocabulary_version,
         "parent_hash": tokenizer.parent_hash,

@@ -16,6 +16,7 @@ import numpy as np
 from crayon.errors import BackendUnavailableError, PatternCoverageWarning, SpecialTokenError, UnknownTokenError
 from crayon.formats.spec import TokenizerSpec
 from crayon.patterns import pattern_name
+from crayon.reference.added_tokens import PLAIN, AddedTokenOptions, split_added_tokens
 from crayon.reference.bpe import BytePairModel
 from crayon.reference.engine import Engine, ReferenceEngine, flat_from_arrays
 from crayon.reference.pretokenize import (
@@ -108,6 +109,17 @@ def _checked_token_table(argument: str, table: dict[str, int] | None) -> dict[st
     return {text: int(token_id) for text, token_id in table.items()}
 
 
+def _checked_options(options: dict | None, tokens: dict[str, int]) -> dict[str, AddedTokenOptions]:
+    """``added_token_options`` of known tokens, the plain ones left out."""
+    options = dict(options or {})
+    for token, option in options.items():
+        if token not in tokens:
+            raise ValueError(f"added_token_options: {token!r} is neither a special nor an added token")
+        if not isinstance(option, AddedTokenOptions):
+            raise TypeError(f"added_token_options: {token!r} has {option!r}, not an AddedTokenOptions")
+    return {token: option for token, option in options.items() if option != PLAIN}
+
+
 def _special_set_error(argument: str, value) -> str:
     """The TypeError message for an ``allowed_special`` / ``disallowed_special`` that is not "all" or a set."""
     fix = f"{{{value!r}}}" if isinstance(value, str) else "{...}"
@@ -139,12 +151,15 @@ class Tokenizer:
         backend: str = "auto",
         tables: dict[str, np.ndarray] | None = None,
         algorithm: str = "bpe",
+        added_token_options: dict[str, AddedTokenOptions] | None = None,
     ):
         """``model`` is the model, or a function building it on first use (a cartridge's reference model).
         ``added_tokens`` are non-special tokens matched in all text before pre-tokenization (HF's
         ``added_tokens`` with ``special: false``); ``special_tokens`` follow tiktoken's allow/disallow contract.
         ``tables`` are the arrays fast engines read (a cartridge's sections; ``token_bytes`` and
-        ``token_offsets`` among them), ``algorithm`` is "bpe" or "longest"."""
+        ``token_offsets`` among them), ``algorithm`` is "bpe" or "longest". ``added_token_options`` gives
+        special or added tokens HF's matching options (``crayon.reference.added_tokens``); the others are matched
+        plainly in the raw text."""
         if pretokenizer is None and pattern is None:
             raise ValueError("a tokenizer needs a pre-tokenization pattern or a pre-tokenizer")
         self.name = name
@@ -159,12 +174,15 @@ class Tokenizer:
         self.pretokenizer = pretokenizer or PatternSpanner(pattern)
         self.added_tokens = _checked_token_table("added_tokens", added_tokens)
         self._set_special_tokens(_checked_token_table("special_tokens", special_tokens))
+        self.added_token_options = _checked_options(added_token_options, {**self.added_tokens, **self._special_tokens})
         n_tokens = len(tables["token_offsets"]) - 1 if tables is not None else 1 + max(self.model.token_bytes, default=-1)
         self.n_vocab = max(n_tokens, 1 + max(self._special_bytes, default=-1))
         self._check_token_ids()
         self._engine = make_engine(self, backend)
         self._short_encode: dict[str, tuple[int, ...]] = {}
         self._short_ordinary: dict[str, tuple[int, ...]] = {}
+        self._added_matchers: dict[frozenset[str], tuple[dict, dict, dict]] = {}
+        self._normalized_text_engine: Engine | None = None
         self._choose_per_batch = backend == "auto"
         self._cuda_engine = None
         self.batch_choice: tuple[str, str] | None = None  # (engine, reason) of the last batch under "auto"
@@ -178,7 +196,7 @@ class Tokenizer:
         """The tokenizer a reader of ``crayon.formats`` describes (an HF ``tokenizer.json``, say)."""
         tokenizer = cls(spec.name, spec.model, pattern=spec.pattern, special_tokens=spec.special_tokens,
                         added_tokens=spec.added_tokens, normalizer=spec.normalizer, pretokenizer=spec.pretokenizer,
-                        backend=backend)
+                        backend=backend, added_token_options=spec.added_token_options)
         tokenizer.template = spec.template
         return tokenizer
 
@@ -236,6 +254,7 @@ class Tokenizer:
         clone.__dict__.update(self.__dict__)
         clone._engine = make_engine(clone, backend, **options)
         clone._short_encode, clone._short_ordinary = {}, {}
+        clone._added_matchers, clone._normalized_text_engine = {}, None
         clone._choose_per_batch, clone._cuda_engine, clone.batch_choice = backend == "auto", None, None
         return clone
 
@@ -327,6 +346,8 @@ class Tokenizer:
         """Cut out added tokens and allowed specials, encode the text between them with the engine."""
         if not self.added_tokens and not allowed_specials:
             return self._engine.encode_ordinary(text)
+        if self.added_token_options:
+            return self._encode_with_options(text, allowed_specials)
         tokens: list[int] = []
         for chunk, is_token in split_specials(text, allowed_specials | self.added_tokens.keys()):
             if is_token:
@@ -334,6 +355,58 @@ class Tokenizer:
             else:
                 tokens.extend(self._engine.encode_ordinary(chunk))
         return tokens
+
+    def _encode_with_options(self, text: str, allowed_specials: frozenset[str]) -> list[int]:
+        """HF's two passes: the raw tokens (``normalized`` false) in the text, then the normalized tokens in each
+        piece between them once normalized; the rest is encoded without normalizing it again."""
+        raw, normalized, normalized_ids = self._added_matcher(allowed_specials)
+        tokens: list[int] = []
+        for piece, token in split_added_tokens(text, raw):
+            if token is not None:
+                tokens.append(self._token_id(token))
+            elif not normalized:
+                tokens.extend(self._engine.encode_ordinary(piece))
+            else:
+                piece = piece if self.normalizer is None else self.normalizer(piece)
+                for inner, inner_token in split_added_tokens(piece, normalized):
+                    if inner_token is not None:
+                        tokens.append(normalized_ids[inner_token])
+                    else:
+                        tokens.extend(self._normalized_engine().encode_ordinary(inner))
+        return tokens
+
+    def _added_matcher(self, allowed_specials: frozenset[str]) -> tuple[dict, dict, dict]:
+        """(raw token -> options, normalized content -> options, normalized content -> id) of the added and
+        allowed special tokens."""
+        matcher = self._added_matchers.get(allowed_specials)
+        if matcher is None:
+            raw, normalized, normalized_ids = {}, {}, {}
+            for token in allowed_specials | self.added_tokens.keys():
+                options = self.added_token_options.get(token, PLAIN)
+                if not options.normalized:
+                    raw[token] = options
+                    continue
+                content = token if self.normalizer is None else self.normalizer(token)
+                if content in normalized or not content:
+                    raise ValueError(f"the normalized added token {token!r} normalizes to {content!r}, as another "
+                                     "token does or to nothing: which one it matches is ambiguous")
+                normalized[content], normalized_ids[content] = options, self._token_id(token)
+            matcher = self._added_matchers[allowed_specials] = (raw, normalized, normalized_ids)
+        return matcher
+
+    def _token_id(self, token: str) -> int:
+        return self._special_tokens[token] if token in self._special_tokens else self.added_tokens[token]
+
+    def _normalized_engine(self) -> Engine:
+        """The engine of text already normalized: this one's, without the normalizer."""
+        if self.normalizer is None:
+            return self._engine
+        if self._normalized_text_engine is None:
+            plain = object.__new__(Tokenizer)
+            plain.__dict__.update(self.__dict__)
+            plain.normalizer = None
+            self._normalized_text_engine = make_engine(plain, self.backend)
+        return self._normalized_text_engine
 
     def encode(
         self,
@@ -444,8 +517,9 @@ class Tokenizer:
         texts = [_as_utf8_safe(text) for text in texts]
         allowed = [self._check_specials(text, allowed_special, disallowed_special) for text in texts]
         matched = [frozenset(self.added_tokens) | specials for specials in allowed]
-        with_tokens = [i for i, (text, names) in enumerate(zip(texts, matched))
-                       if names and special_token_regex(names).search(text)]
+        normalized_tokens = any(options.normalized for options in self.added_token_options.values())
+        with_tokens = [i for i, (text, names) in enumerate(zip(texts, matched))  # normalized ones: found later
+                       if names and (normalized_tokens or special_token_regex(names).search(text))]
         ordinary = [texts[i] for i in sorted(set(range(len(texts))) - set(with_tokens))]
         engine = self._batch_engine(ordinary)
         tokens, offsets = engine.encode_ordinary_flat(ordinary, num_threads=num_threads)
@@ -848,8 +922,9 @@ class Tokenizer:
             return _load_tokenizer, (load, source, {**options, "backend": backend}, self.name)
         return _build_tokenizer, (self.name, self.model, dict(
             pattern=self.pattern, special_tokens=self._special_tokens, normalizer=self.normalizer,
-            pretokenizer=None if isinstance(self.pretokenizer, PatternSpanner) else self.pretokenizer,
-            added_tokens=self.added_tokens, backend=backend, tables=self.tables, algorithm=self.algorithm))
+            pretokenizer=None if self.pattern is not None else self.pretokenizer,
+            added_tokens=self.added_tokens, backend=backend, tables=self.tables, algorithm=self.algorithm,
+            added_token_options=self.added_token_options))
 
 
 def remember_source(load: Callable[..., Tokenizer]) -> Callable[..., Tokenizer]:

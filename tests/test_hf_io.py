@@ -222,14 +222,6 @@ def _set(path: str, value):
     return change
 
 
-def _all(*changes):
-    def change(config):
-        for one in changes:
-            one(config)
-
-    return change
-
-
 REFUSED = {
     "model WordPiece": (_set("model.type", "WordPiece"), "WordPiece"),
     "dropout": (_set("model.dropout", 0.1), "dropout"),
@@ -249,15 +241,6 @@ REFUSED = {
     "post-processor": (_set("post_processor", {"type": "Unknown"}), "Unknown"),
     "truncation": (_set("truncation", {"max_length": 8}), "truncation"),
     "fixed padding": (_set("padding", {"strategy": {"Fixed": 8}}), "padding"),
-    "lstrip": (_set("added_tokens.0.lstrip", True), "lstrip"),
-    "rstrip": (_set("added_tokens.0.rstrip", True), "rstrip"),
-    "single_word": (_set("added_tokens.0.single_word", True), "single_word"),
-    "normalized under a normalizer": (_set("normalizer", {"type": "NFC"}), "normalized"),  # NFC makes "<"
-    "normalized spaces under NFKC": (  # NFKC makes spaces from no-break spaces
-        _all(_set("normalizer", {"type": "NFKC"}), _set("added_tokens.2.content", "  ")),
-        "normalized",
-    ),
-    "normalized tokens overlapping": (_set("added_tokens.2.content", "x<|pad"), "overlap"),
     "Split regex": (_set("pre_tokenizer", {"type": "Split", "pattern": {"Regex": r"[\w]"}, "behavior": "Isolated",
                                            "invert": False}), "inside a class"),
 }

@@ -14,8 +14,8 @@ with ``encode(text, allowed_special="all")`` the ids of HF's ``encode(text, add_
   byte could produce. HF silently drops a byte with no token; Crayon raises ``UnknownTokenError`` instead.
 - added tokens: ids are assigned as HF assigns them (the file's ``id`` fields are only checked, as HF does);
   special ones become Crayon special tokens, the others ``added_tokens`` (always matched). Their ``lstrip``,
-  ``rstrip`` and ``single_word`` flags are refused, and so is ``normalized: true`` wherever it would match
-  differently from Crayon (which matches added tokens in the text before normalization).
+  ``rstrip``, ``single_word`` and ``normalized`` fields become ``added_token_options``, which the Tokenizer
+  matches as HF does (``crayon.reference.added_tokens``: two passes, raw then normalized text).
 - post-processors (ByteLevel, TemplateProcessing, RobertaProcessing, BertProcessing, Sequence) only act with
   ``add_special_tokens=True`` or on offsets: ``encode`` ignores them; the ids they put around a single text
   become the Tokenizer's ``template``, which ``encode_batch_to_numpy`` adds. Decoders: ByteLevel,
@@ -50,6 +50,7 @@ from crayon.formats.hf_pretokenize import (
 )
 from crayon.formats.hf_normalize import Normalizer, normalizer_from_hf
 from crayon.formats.spec import TokenizerSpec
+from crayon.reference.added_tokens import PLAIN, AddedTokenOptions
 from crayon.reference.char_bpe import CharBytePairModel
 from crayon.reference.pretokenize import PatternSpanner
 from crayon.reference.unigram import UnigramModel
@@ -95,7 +96,7 @@ def spec_from_hf(config: dict, *, name: str = "tokenizer") -> TokenizerSpec:
     _check_decoder(config.get("decoder"))
     pattern = known_pattern_of(config.get("pre_tokenizer")) if normalizer is None else None
 
-    special_tokens, added_tokens = _added_tokens(config.get("added_tokens") or [], vocab, normalizer)
+    special_tokens, added_tokens, options = _added_tokens(config.get("added_tokens") or [], vocab)
     added_ids = set(special_tokens.values()) | set(added_tokens.values())
     ranks = _vocabulary_bytes(vocab, added_ids)
     merges = [_merge_from_hf(merge, vocab) for merge in model_spec.get("merges", [])]
@@ -108,6 +109,7 @@ def spec_from_hf(config: dict, *, name: str = "tokenizer") -> TokenizerSpec:
         normalizer=normalizer,
         pretokenizer=pretokenizer if pattern is None else PatternSpanner(pattern),
         template=template_from_hf(config.get("post_processor")),
+        added_token_options=options,
     )
 
 
@@ -178,9 +180,9 @@ def _vocab_model_spec(config: dict, model_spec: dict, name: str, normalizer: Nor
                              byte_fallback=model_spec.get("byte_fallback", False))
     else:
         raise UnsupportedComponentError(f"model {kind!r} is not supported (BPE, WordPiece, Unigram)")
-    special_tokens, added_tokens = _added_tokens(config.get("added_tokens") or [], vocab, normalizer)
+    special_tokens, added_tokens, options = _added_tokens(config.get("added_tokens") or [], vocab)
     return TokenizerSpec(name, model, pattern=None, special_tokens=special_tokens, added_tokens=added_tokens,
-                         normalizer=normalizer, pretokenizer=pretokenizer)
+                         normalizer=normalizer, pretokenizer=pretokenizer, added_token_options=options)
 
 
 def _char_bpe_model(spec: dict, vocab: dict[str, int]) -> CharBytePairModel:
@@ -301,22 +303,26 @@ def _merge_from_hf(merge: str | list, vocab: dict[str, int]) -> tuple[bytes, byt
 
 
 def _added_tokens(
-    specs: list[dict], vocab: dict[str, int], normalizer: Normalizer | None
-) -> tuple[dict[str, int], dict[str, int]]:
-    """Assign ids as HF does (existing token, else the next id after the vocabulary); split special/other."""
+    specs: list[dict], vocab: dict[str, int]
+) -> tuple[dict[str, int], dict[str, int], dict[str, AddedTokenOptions]]:
+    """Assign ids as HF does (existing token, else the next id after the vocabulary); split special/other; the
+    matching options of each (HF's default for a missing ``normalized``: true unless special)."""
     ids: dict[str, int] = {}
     seen: set[tuple] = set()  # HF skips a token equal to one already added (content and flags, not id)
     special_contents: set[str] = set()
-    flags_by_content: dict[str, dict] = {}
+    options: dict[str, AddedTokenOptions] = {}
     for spec in specs:
         content = spec["content"]
         key = tuple(sorted((field, value) for field, value in spec.items() if field != "id"))
         if not content or key in seen:
             continue
         seen.add(key)
-        for flag in ("lstrip", "rstrip", "single_word"):
-            if spec.get(flag, False):
-                raise UnsupportedComponentError(f"added token {content!r} with {flag}=true")
+        token_options = AddedTokenOptions(
+            single_word=bool(spec.get("single_word", False)), lstrip=bool(spec.get("lstrip", False)),
+            rstrip=bool(spec.get("rstrip", False)), normalized=bool(spec.get("normalized", not spec.get("special"))))
+        if options.get(content, token_options) != token_options:
+            raise UnsupportedComponentError(f"added token {content!r} is listed twice with different options")
+        options[content] = token_options
         token_id = ids.get(content, vocab.get(content))
         if token_id is None:
             highest = max(ids.values(), default=None)
@@ -324,48 +330,11 @@ def _added_tokens(
         if spec.get("id", token_id) != token_id:
             warnings.warn(f"added token {content!r} has id {spec['id']} in the file; HF gives it {token_id}")
         ids[content] = token_id
-        flags_by_content[content] = spec
         if spec.get("special", False):
             special_contents.add(content)
-    _check_normalized_flags(flags_by_content, normalizer)
     special = {content: token_id for content, token_id in ids.items() if content in special_contents}
     added = {content: token_id for content, token_id in ids.items() if content not in special_contents}
-    return special, added
-
-
-def _check_normalized_flags(specs_by_content: dict[str, dict], normalizer: Normalizer | None) -> None:
-    """Refuse ``normalized`` flags under which HF would match added tokens differently from Crayon.
-
-    HF first matches the ``normalized: false`` tokens in the raw text, then normalizes the pieces between
-    them and matches the ``normalized: true`` tokens there. Crayon matches all of them at once in the raw text.
-    That is the same when the normalized tokens are made of characters the normalizer leaves alone (spaces
-    under NFC, say) and no token of one kind overlaps a token of the other.
-    """
-    normalized = [
-        content for content, spec in specs_by_content.items() if spec.get("normalized", not spec.get("special"))
-    ]
-    for content in normalized:
-        if normalizer is not None and not all(normalizer.is_inert(char) for char in content):
-            raise UnsupportedComponentError(
-                f"added token {content!r} with normalized=true: the normalizer can change or make its characters "
-                "(HF matches it in the normalized text, Crayon before normalization)"
-            )
-    raw = [content for content in specs_by_content if content not in set(normalized)]
-    for first in normalized:
-        for second in raw:
-            if _overlap(first, second):
-                raise UnsupportedComponentError(
-                    f"added tokens {first!r} (normalized=true) and {second!r} (normalized=false) overlap; "
-                    "HF matches them in two passes"
-                )
-
-
-def _overlap(first: str, second: str) -> bool:
-    """Whether two strings can share characters in a text: one contains the other or an end meets a start."""
-    if first in second or second in first:
-        return True
-    shortest = min(len(first), len(second))
-    return any(first.endswith(second[:k]) or second.endswith(first[:k]) for k in range(1, shortest))
+    return special, added, {content: option for content, option in options.items() if option != PLAIN}
 
 
 # --- saving ------------------------------------------------------------------------------------------------
@@ -391,10 +360,9 @@ def tokenizer_to_hf(tokenizer: TokenizerSpec) -> dict:
         *((content, token_id, False) for content, token_id in tokenizer.added_tokens.items()),
     ]:
         _put_added_token_in_vocab(content, token_id, vocab)
-        added_tokens.append(
-            {"id": token_id, "content": content, "single_word": False, "lstrip": False, "rstrip": False,
-             "normalized": False, "special": special}
-        )
+        added_tokens.append({"id": token_id, "content": content,
+                             **tokenizer.added_token_options.get(content, PLAIN).to_hf(),
+                             "special": special})
     added_tokens.sort(key=lambda token: token["id"])
     return {
         "version": "1.0",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from crayon.reference.added_tokens import AddedTokenOptions
 from crayon.reference.bpe import BytePairModel
 
 __all__ = ["TokenizerSpec"]
@@ -16,7 +17,8 @@ class TokenizerSpec:
     """A tokenizer's parts: the model (vocabulary and merges), its pre-tokenization (a ``pattern`` regex, or a
     ``pretokenizer`` that splits text into spans), an optional ``normalizer``, and the special tokens (tiktoken's
     allow/disallow contract) and added tokens (always matched) with their ids; ``template`` holds the ids put
-    before and after each text by ``encode_batch_to_numpy`` (an HF post-processor's BOS/EOS)."""
+    before and after each text by ``encode_batch_to_numpy`` (an HF post-processor's BOS/EOS);
+    ``added_token_options`` HF's matching options of special and added tokens (plain ones left out)."""
 
     name: str
     model: BytePairModel
@@ -26,3 +28,4 @@ class TokenizerSpec:
     normalizer: Callable[[str], str] | None = None
     pretokenizer: Callable[[str], list[str]] | None = None
     template: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
+    added_token_options: dict[str, AddedTokenOptions] = field(default_factory=dict)
