@@ -111,6 +111,8 @@ def extended_spec(
         pretokenizer=None if tokenizer.pattern is not None else tokenizer.pretokenizer,
         template=tokenizer.template,
         added_token_options=tokenizer.added_token_options,
+        post_processor=tokenizer.post_processor,
+        decoder=tokenizer.decoder,
     )
 
 

@@ -19,6 +19,7 @@ import numpy as np
 from crayon.cartridge import SUFFIX as CARTRIDGE_SUFFIX
 from crayon.cartridge import cartridge_path, open_cartridge, read_seed_v2
 from crayon.errors import CartridgeError
+from crayon.formats.hf_postprocess import post_processor_from_hf
 from crayon.formats.tiktoken_io import load_tiktoken_bpe
 from crayon.patterns import PATTERNS
 from crayon.profiles import OPENAI_ENCODINGS, VOCABULARY_SHA256, cache_dirs, find_vocabulary_file, profile_dirs
@@ -269,13 +270,8 @@ def load_cartridge(
     elif not isinstance(pattern, str):
         raise CartridgeError(f"{path}: the metadata has neither a pattern nor an HF pipeline")
     algorithm = metadata.get("algorithm")
-    try:
-        options = {token: AddedTokenOptions.from_hf(fields)
-                   for token, fields in metadata.get("added_token_options", {}).items()}
-    except (KeyError, TypeError, AttributeError) as error:
-        raise CartridgeError(f"{path}: added_token_options cannot be read: {error!r}") from None
     common = dict(pattern=pattern, special_tokens=specials, added_tokens=added, normalizer=normalizer,
-                  pretokenizer=pretokenizer, backend=backend, algorithm=algorithm, added_token_options=options)
+                  pretokenizer=pretokenizer, backend=backend, algorithm=algorithm, **_hf_framing(metadata, path))
     if algorithm == "longest":
         from crayon.reference.longest import LongestMatchModel
 
@@ -304,6 +300,25 @@ def load_cartridge(
         return BytePairModel(ranks, merges, ignore_merges=whole_span_lookup)
 
     return _with_lineage(_tokenizer_of(path, name, build_model, tables=tables, **common), metadata, path)
+
+
+def _hf_framing(metadata: dict, path) -> dict:
+    """The Tokenizer arguments of a cartridge's HF added-token options, post-processor and decoder (a
+    cartridge written before them has none)."""
+    framing = {}
+    try:
+        framing["added_token_options"] = {token: AddedTokenOptions.from_hf(fields)
+                                          for token, fields in metadata.get("added_token_options", {}).items()}
+        if metadata.get("hf_post_processor") is not None:
+            framing["post_processor"] = post_processor_from_hf(metadata["hf_post_processor"])
+        if metadata.get("hf_decoder") is not None:
+            from crayon.formats.hf_decode import decoder_from_hf
+
+            framing["decoder"] = decoder_from_hf(metadata["hf_decoder"])
+    except (KeyError, TypeError, AttributeError, ValueError) as error:
+        raise CartridgeError(f"{path}: its HF added-token options, post-processor or decoder cannot be read: "
+                             f"{error!r}") from None
+    return framing
 
 
 def _tokenizer_of(path, *args, **kwargs) -> Tokenizer:

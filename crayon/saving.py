@@ -45,6 +45,8 @@ def save_cartridge(tokenizer, path: str | os.PathLike, *, source: dict | None = 
         "added_token_options": {token: options.to_hf()
                                 for token, options in tokenizer.added_token_options.items()},
         "source": source,
+        "hf_post_processor": None if tokenizer.post_processor is None else tokenizer.post_processor.to_hf(),
+        "hf_decoder": None if tokenizer.decoder is None else tokenizer.decoder.to_hf(),
         "vocabulary_version": tokenizer.vocabulary_version,
         "parent_hash": tokenizer.parent_hash,
     }

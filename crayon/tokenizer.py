@@ -9,11 +9,12 @@ import importlib.util
 import operator
 import os
 import warnings
-from typing import AbstractSet, Callable, Collection, Iterable, Literal, Sequence
+from typing import TYPE_CHECKING, AbstractSet, Callable, Collection, Iterable, Literal, Sequence
 
 import numpy as np
 
 from crayon.errors import BackendUnavailableError, PatternCoverageWarning, SpecialTokenError, UnknownTokenError
+from crayon.formats.hf_postprocess import PostProcessor, plain_process
 from crayon.formats.spec import TokenizerSpec
 from crayon.patterns import pattern_name
 from crayon.reference.added_tokens import PLAIN, AddedTokenOptions, split_added_tokens
@@ -26,6 +27,9 @@ from crayon.reference.pretokenize import (
     special_token_regex,
     split_specials,
 )
+
+if TYPE_CHECKING:
+    from crayon.formats.hf_decode import Decoder
 
 __all__ = ["Tokenizer", "BACKENDS", "make_engine"]
 
@@ -120,6 +124,16 @@ def _checked_options(options: dict | None, tokens: dict[str, int]) -> dict[str, 
     return {token: option for token, option in options.items() if option != PLAIN}
 
 
+def _model_token_strings(model) -> dict[int, str]:
+    """The token strings of a model over characters (WordPiece, Unigram, BPE over characters: its vocabulary as
+    the file spells it); empty for byte-level models, whose tokens are spelled in GPT-2's byte characters."""
+    if hasattr(model, "pieces"):
+        return {token_id: piece for token_id, (piece, _) in enumerate(model.pieces)}
+    if hasattr(model, "vocab"):
+        return {token_id: token for token, token_id in model.vocab.items()}
+    return {}
+
+
 def _special_set_error(argument: str, value) -> str:
     """The TypeError message for an ``allowed_special`` / ``disallowed_special`` that is not "all" or a set."""
     fix = f"{{{value!r}}}" if isinstance(value, str) else "{...}"
@@ -152,6 +166,8 @@ class Tokenizer:
         tables: dict[str, np.ndarray] | None = None,
         algorithm: str = "bpe",
         added_token_options: dict[str, AddedTokenOptions] | None = None,
+        post_processor: PostProcessor | None = None,
+        decoder: Decoder | None = None,
     ):
         """``model`` is the model, or a function building it on first use (a cartridge's reference model).
         ``added_tokens`` are non-special tokens matched in all text before pre-tokenization (HF's
@@ -159,7 +175,9 @@ class Tokenizer:
         ``tables`` are the arrays fast engines read (a cartridge's sections; ``token_bytes`` and
         ``token_offsets`` among them), ``algorithm`` is "bpe" or "longest". ``added_token_options`` gives
         special or added tokens HF's matching options (``crayon.reference.added_tokens``); the others are matched
-        plainly in the raw text."""
+        plainly in the raw text. ``post_processor`` (``crayon.formats.hf_postprocess``) frames texts when
+        ``add_special_tokens=True``; ``decoder`` (``crayon.formats.hf_decode``) makes ``decode``'s text from the
+        token strings (None: the tokens' bytes as text)."""
         if pretokenizer is None and pattern is None:
             raise ValueError("a tokenizer needs a pre-tokenization pattern or a pre-tokenizer")
         self.name = name
@@ -188,7 +206,10 @@ class Tokenizer:
         self.batch_choice: tuple[str, str] | None = None  # (engine, reason) of the last batch under "auto"
         self.vocabulary_version = 1  # lineage (crayon.evolution): 1 + the number of changes since made from scratch
         self.parent_hash: str | None = None  # crayon.evolution.vocabulary_hash of the vocabulary it was derived from
-        self.template: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())  # ids before and after each text
+        self.post_processor, self.decoder = post_processor, decoder
+        # the ids before and after each text in encode_batch_to_numpy
+        self.template: tuple[tuple[int, ...], tuple[int, ...]] = post_processor.template() if post_processor else ((), ())
+        self._token_strings: dict[int, str] | None = None
         self._token_byte_lengths: np.ndarray | None = None
 
     @classmethod
@@ -196,8 +217,10 @@ class Tokenizer:
         """The tokenizer a reader of ``crayon.formats`` describes (an HF ``tokenizer.json``, say)."""
         tokenizer = cls(spec.name, spec.model, pattern=spec.pattern, special_tokens=spec.special_tokens,
                         added_tokens=spec.added_tokens, normalizer=spec.normalizer, pretokenizer=spec.pretokenizer,
-                        backend=backend, added_token_options=spec.added_token_options)
-        tokenizer.template = spec.template
+                        backend=backend, added_token_options=spec.added_token_options,
+                        post_processor=spec.post_processor, decoder=spec.decoder)
+        if spec.post_processor is None:
+            tokenizer.template = spec.template
         return tokenizer
 
     def _check_token_ids(self) -> None:
@@ -328,6 +351,7 @@ class Tokenizer:
             token_id: text.encode("utf-8") for text, token_id in {**self.added_tokens, **special_tokens}.items()
         }
         self.special_tokens_set = frozenset(special_tokens)
+        self._special_ids = frozenset(special_tokens.values())
 
     # encoding --------------------------------------------------------------------------------------
 
@@ -414,8 +438,14 @@ class Tokenizer:
         *,
         allowed_special: Literal["all"] | AbstractSet[str] = frozenset(),
         disallowed_special: Literal["all"] | Collection[str] = "all",
+        add_special_tokens: bool = False,
+        pair: str | None = None,
     ) -> list[int]:
         """Encode text; allowed special tokens become their ids, a disallowed one raises ``ValueError``.
+
+        ``add_special_tokens=True`` adds the ids of the tokenizer's post-processor (an HF file's BOS/EOS or
+        CLS/SEP; none for tiktoken vocabularies) as HF's ``encode`` does; ``pair`` encodes a second text after
+        the first, framed as the post-processor frames pairs (``post_process`` gives the type ids too).
 
         With the default specials, the tokens of a short text are remembered: the same text again (a word, a
         label) costs a dictionary lookup. A remembered text passed the special-token check, which depends on the
@@ -430,6 +460,11 @@ class Tokenizer:
 
         ```
         """
+        if add_special_tokens or pair is not None:
+            specials = dict(allowed_special=allowed_special, disallowed_special=disallowed_special)
+            return self.post_process(self.encode(text, **specials),
+                                     None if pair is None else self.encode(pair, **specials),
+                                     add_special_tokens=add_special_tokens)[0]
         if (type(text) is str and len(text) <= SHORT_TEXT and type(allowed_special) in (frozenset, set)
                 and not allowed_special and disallowed_special == "all"):
             known = self._short_encode.get(text)
@@ -441,6 +476,15 @@ class Tokenizer:
             return tokens
         text = _as_utf8_safe(text)
         return self._encode_chunks(text, self._check_specials(text, allowed_special, disallowed_special))
+
+    def post_process(self, ids: Sequence[int], pair_ids: Sequence[int] | None = None, *,
+                     add_special_tokens: bool = True) -> tuple[list[int], list[int]]:
+        """(ids, type ids) of a text's ids, or of a pair's, framed by the post-processor as HF frames them
+        (``Encoding.ids``, ``Encoding.type_ids``); without one, the ids follow each other (types 0 and 1)."""
+        ids, pair_ids = list(ids), None if pair_ids is None else list(pair_ids)
+        if self.post_processor is None:
+            return plain_process(ids, pair_ids)
+        return self.post_processor.process(ids, pair_ids, add_special_tokens=add_special_tokens)
 
     def encode_to_numpy(
         self,
@@ -759,8 +803,10 @@ class Tokenizer:
         """The bytes of a token sequence: ``decode_bytes(encode(s)) == s.encode()``."""
         return b"".join(map(self.decode_single_token_bytes, _token_list(tokens)))
 
-    def decode(self, tokens: Sequence[int], errors: str = "replace") -> str:
+    def decode(self, tokens: Sequence[int], errors: str = "replace", *, skip_special_tokens: bool = False) -> str:
         """Decode to text; ``errors`` is how bytes that are not UTF-8 are handled, as in ``bytes.decode``.
+        A tokenizer with a ``decoder`` (an HF file's WordPiece, Metaspace ...) gives HF's ``decode`` text;
+        ``skip_special_tokens`` leaves the special tokens out, as HF's option does.
 
         ```pycon
         >>> crayon.load("cl100k_base").decode([15339, 1917])
@@ -768,7 +814,16 @@ class Tokenizer:
 
         ```
         """
-        return self.decode_bytes(tokens).decode("utf-8", errors=errors)
+        tokens = _token_list(tokens)
+        if skip_special_tokens:
+            tokens = [token for token in tokens if token not in self._special_ids]
+        if self.decoder is None:
+            return self.decode_bytes(tokens).decode("utf-8", errors=errors)
+        strings = [self.id_to_token(operator.index(token)) for token in tokens]
+        if None in strings:
+            unknown = tokens[strings.index(None)]
+            raise UnknownTokenError(f"token id {unknown!r} is not in {self.name} (n_vocab={self.n_vocab})")
+        return self.decoder.decode(strings, errors)
 
     def decode_tokens_bytes(self, tokens: Sequence[int]) -> list[bytes]:
         """The bytes of each token."""
@@ -885,6 +940,10 @@ class Tokenizer:
 
         if token in self._special_bytes:
             return self._special_bytes[token].decode("utf-8")
+        if self._token_strings is None:
+            self._token_strings = _model_token_strings(self.model)
+        if self._token_strings:
+            return self._token_strings.get(token)
         found = self._ordinary_token_bytes(token)
         return None if found is None else to_byte_chars(found)
 
@@ -924,7 +983,7 @@ class Tokenizer:
             pattern=self.pattern, special_tokens=self._special_tokens, normalizer=self.normalizer,
             pretokenizer=None if self.pattern is not None else self.pretokenizer,
             added_tokens=self.added_tokens, backend=backend, tables=self.tables, algorithm=self.algorithm,
-            added_token_options=self.added_token_options))
+            added_token_options=self.added_token_options, post_processor=self.post_processor, decoder=self.decoder))
 
 
 def remember_source(load: Callable[..., Tokenizer]) -> Callable[..., Tokenizer]:

@@ -20,8 +20,11 @@ from crayon.reference.added_tokens import WHITE_SPACE, AddedTokenOptions, split_
 
 tokenizers = pytest.importorskip("tokenizers")
 
-from tokenizers import AddedToken  # noqa: E402
+from tokenizers import AddedToken, decoders, models, processors, trainers  # noqa: E402
+from tokenizers import normalizers as hf_norm  # noqa: E402
+from tokenizers import pre_tokenizers as hf_pre  # noqa: E402
 
+from conftest import corpus_text  # noqa: E402
 from hf_configs import trained  # noqa: E402
 
 # Added tokens whose matches overlap, touch words and whitespace: (content, options, special)
@@ -149,3 +152,147 @@ def test_a_token_listed_twice_with_different_options_is_refused():
     config["added_tokens"] += [entry, {**entry, "lstrip": True}]
     with pytest.raises(UnsupportedComponentError, match="twice"):
         spec_from_hf(config)
+
+
+# --- post-processors and decoders on WordPiece, Unigram and SentencePiece-style BPE -----------------------------
+
+def _lines() -> list[str]:
+    text = corpus_text("big.txt", 60_000) + corpus_text("multilingual.txt", 20_000)
+    return [text[i : i + 2000] for i in range(0, len(text), 2000)]
+
+
+def _bert():
+    hf = tokenizers.Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    hf.normalizer = hf_norm.Sequence([hf_norm.NFD(), hf_norm.Lowercase(), hf_norm.StripAccents()])
+    hf.pre_tokenizer = hf_pre.BertPreTokenizer()
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    hf.train_from_iterator(_lines(), trainers.WordPieceTrainer(vocab_size=800, special_tokens=specials,
+                                                               show_progress=False))
+    hf.post_processor = processors.BertProcessing(("[SEP]", hf.token_to_id("[SEP]")), ("[CLS]", hf.token_to_id("[CLS]")))
+    hf.decoder = decoders.WordPiece()
+    hf.add_special_tokens([AddedToken("[MASK]", lstrip=True)])
+    return hf
+
+
+def _t5():
+    hf = tokenizers.Tokenizer(models.Unigram())
+    hf.normalizer = hf_norm.NFKC()
+    hf.pre_tokenizer = hf_pre.Metaspace()
+    hf.train_from_iterator(_lines(), trainers.UnigramTrainer(vocab_size=2000, special_tokens=["<pad>", "</s>", "<unk>"],
+                                                             unk_token="<unk>", show_progress=False))
+    hf.post_processor = processors.TemplateProcessing(single="$A </s>", pair="$A </s> $B:1 </s>:1",
+                                                      special_tokens=[("</s>", hf.token_to_id("</s>"))])
+    hf.decoder = decoders.Metaspace()
+    return hf
+
+
+def _llama2():
+    hf = tokenizers.Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    hf.pre_tokenizer = hf_pre.Metaspace()
+    byte_tokens = [f"<0x{byte:02X}>" for byte in range(256)]
+    hf.train_from_iterator(_lines(), trainers.BpeTrainer(vocab_size=700, special_tokens=["<unk>", "<s>", "</s>",
+                                                                                         *byte_tokens],
+                                                         show_progress=False))
+    hf.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s>:1 $B:1",
+                                                      special_tokens=[("<s>", hf.token_to_id("<s>"))])
+    hf.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                    decoders.Strip(" ", 1, 0)])
+    return hf
+
+
+FAMILIES = {"bert": _bert, "t5": _t5, "llama2": _llama2}
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def family(request):
+    """(HF tokenizer, Crayon jit tokenizer) of a small model of each family, with its post-processor and decoder."""
+    hf = FAMILIES[request.param]()
+    return hf, crayon.Tokenizer.from_spec(spec_from_hf(json.loads(hf.to_str())), backend="jit")
+
+
+family_text = st.lists(st.one_of(st.sampled_from(AROUND + ["[MASK]", "<s>", "don't", "Hello, world.", "é", "🙂"]),
+                                 st.text(st.characters(codec="utf-8", exclude_categories=["Cn"]), max_size=3)),
+                       max_size=12).map("".join)
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=family_text, pair=st.none() | family_text, add_special_tokens=st.booleans())
+def test_post_processor_ids_and_decode_match_hf(family, text, pair, add_special_tokens):
+    hf, tok = family
+    expected = hf.encode(text, pair, add_special_tokens=add_special_tokens)
+    ids = tok.encode(text, allowed_special="all", add_special_tokens=add_special_tokens, pair=pair)
+    assert ids == expected.ids
+    first = tok.encode(text, allowed_special="all")
+    second = None if pair is None else tok.encode(pair, allowed_special="all")
+    assert tok.post_process(first, second, add_special_tokens=add_special_tokens) == (ids, expected.type_ids)
+    for skip in (False, True):
+        assert tok.decode(ids, skip_special_tokens=skip) == hf.decode(ids, skip_special_tokens=skip)
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_decode_of_any_ids_matches_hf(family, data):
+    hf, tok = family
+    ids = data.draw(st.lists(st.integers(0, hf.get_vocab_size() - 1), max_size=12))
+    assert tok.decode(ids) == hf.decode(ids, skip_special_tokens=False)
+
+
+def test_family_on_corpus_text(family):
+    hf, tok = family
+    text = corpus_text("english_web.txt", 3000) + corpus_text("multilingual.txt", 1000)
+    expected = hf.encode(text)
+    assert tok.encode(text, add_special_tokens=True) == expected.ids
+    assert tok.decode(expected.ids, skip_special_tokens=True) == hf.decode(expected.ids)
+
+
+def test_template_frames_model_ready_batches(family):
+    hf, tok = family
+    batch = tok.encode_batch_to_numpy(["Hello there", "x"], pad_token_id=0)
+    expected = [encoding.ids for encoding in hf.encode_batch(["Hello there", "x"])]
+    assert [row[row_mask == 1].tolist() for row, row_mask in zip(batch["input_ids"], batch["attention_mask"])] == expected
+
+
+def test_default_encode_adds_nothing_and_tiktoken_vocabularies_have_no_post_processor(family):
+    hf, tok = family
+    assert tok.encode("Hello there") == hf.encode("Hello there", add_special_tokens=False).ids
+    cl100k = crayon.load("cl100k_base")
+    assert cl100k.encode("hi", add_special_tokens=True) == cl100k.encode("hi")
+    assert cl100k.encode("hi", pair="there") == cl100k.encode("hi") + cl100k.encode("there")
+    assert cl100k.post_process([1, 2], [3]) == ([1, 2, 3], [0, 0, 1])
+
+
+@pytest.mark.parametrize("spec, named", [
+    ({"type": "CTC"}, "CTC"),
+    ({"type": "Sequence", "decoders": [{"type": "Fuse"}, {"type": "BPEDecoder", "suffix": "</w>"}]}, "BPEDecoder"),
+])
+def test_unsupported_decoders_are_refused_by_name(spec, named):
+    config = json.loads(trained("gpt2").to_str())
+    config["decoder"] = spec
+    with pytest.raises(UnsupportedComponentError, match=named):
+        spec_from_hf(config)
+
+
+def test_post_processor_sequences_adding_ids_twice_are_refused():
+    config = json.loads(trained("gpt2").to_str())
+    bert = {"type": "BertProcessing", "sep": ["<|pad|>", 1], "cls": ["<|endoftext|>", 0]}
+    config["post_processor"] = {"type": "Sequence", "processors": [bert, bert]}
+    with pytest.raises(UnsupportedComponentError, match="more than one"):
+        spec_from_hf(config)
+    config["post_processor"] = {"type": "Unknown"}
+    with pytest.raises(UnsupportedComponentError, match="Unknown"):
+        spec_from_hf(config)
+
+
+def test_post_processor_and_decoder_survive_cartridges_pickles_and_export(tmp_path):
+    hf = tokenizers.Tokenizer.from_str(trained("gpt2").to_str())
+    hf.post_processor = processors.TemplateProcessing(single="<|endoftext|> $A <|pad|>",
+                                                      special_tokens=[("<|endoftext|>", 0), ("<|pad|>", 1)])
+    hf.decoder = decoders.Sequence([decoders.ByteLevel(), decoders.Strip(" ", 1, 0)])
+    tok = crayon.Tokenizer.from_spec(spec_from_hf(json.loads(hf.to_str())), backend="jit")
+    text = " Hello there"
+    expected = hf.encode(text).ids
+    tok.export(tmp_path / "tokenizer.json", format="hf")
+    for again in (crayon.load(tok.save(tmp_path / "framed")), pickle.loads(pickle.dumps(tok)),
+                  crayon.load(tmp_path / "tokenizer.json")):
+        assert again.encode(text, add_special_tokens=True) == expected
+        assert again.decode(expected) == hf.decode(expected, skip_special_tokens=False) == "<|endoftext|> Hello there<|pad|>"

@@ -16,11 +16,12 @@ with ``encode(text, allowed_special="all")`` the ids of HF's ``encode(text, add_
   special ones become Crayon special tokens, the others ``added_tokens`` (always matched). Their ``lstrip``,
   ``rstrip``, ``single_word`` and ``normalized`` fields become ``added_token_options``, which the Tokenizer
   matches as HF does (``crayon.reference.added_tokens``: two passes, raw then normalized text).
-- post-processors (ByteLevel, TemplateProcessing, RobertaProcessing, BertProcessing, Sequence) only act with
-  ``add_special_tokens=True`` or on offsets: ``encode`` ignores them; the ids they put around a single text
-  become the Tokenizer's ``template``, which ``encode_batch_to_numpy`` adds. Decoders: ByteLevel,
-  Fuse, Sequence of those, or none (Crayon decodes to the tokens' bytes). Truncation and fixed-length padding
-  change ids and are refused.
+- post-processors (ByteLevel, TemplateProcessing, RobertaProcessing, BertProcessing, Sequence;
+  ``hf_postprocess``) act with ``encode(text, add_special_tokens=True)`` (and ``pair=``) and in
+  ``encode_batch_to_numpy`` (the Tokenizer's ``template``). Decoders (``hf_decode``): ByteLevel, Metaspace,
+  WordPiece, ByteFallback, Fuse, Strip, Replace, Sequence; a byte-level BPE's ByteLevel/Fuse decoder (or none)
+  leaves ``decode`` the tokens' bytes as text. Truncation and fixed-length padding change ids and are
+  refused.
 
 Saving writes a file HF loads and encodes to the same ids. A tiktoken-style vocabulary (ranks, no merges)
 becomes a Split pre-tokenizer with its pattern (tiktoken's ``findall``: matches kept, the rest dropped),
@@ -48,7 +49,9 @@ from crayon.formats.hf_pretokenize import (
     step_from_hf,
     to_byte_chars,
 )
+from crayon.formats.hf_decode import decoder_from_hf
 from crayon.formats.hf_normalize import Normalizer, normalizer_from_hf
+from crayon.formats.hf_postprocess import post_processor_from_hf
 from crayon.formats.spec import TokenizerSpec
 from crayon.reference.added_tokens import PLAIN, AddedTokenOptions
 from crayon.reference.char_bpe import CharBytePairModel
@@ -59,8 +62,7 @@ from crayon.reference.wordpiece import WordPieceModel
 __all__ = ["read_hf_tokenizer", "spec_from_hf", "pipeline_from_hf", "pipeline_to_hf", "save_hf_tokenizer", "tokenizer_to_hf",
            "merges_from_ranks"]
 
-_ID_FREE_POST_PROCESSORS = ("ByteLevel", "TemplateProcessing", "RobertaProcessing", "BertProcessing")
-_BYTE_PRESERVING_DECODERS = ("ByteLevel", "Fuse")
+_BYTE_LEVEL_DECODER = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
 
 
 def read_hf_tokenizer(path: str | os.PathLike) -> TokenizerSpec:
@@ -88,12 +90,14 @@ def spec_from_hf(config: dict, *, name: str = "tokenizer") -> TokenizerSpec:
     if kind not in ("BPE", "WordPiece", "Unigram"):
         raise UnsupportedComponentError(f"model {kind!r} is not supported (BPE, WordPiece, Unigram)")
     _check_encoding_options(config)
-    _check_post_processor(config.get("post_processor"))
+    post_processor = post_processor_from_hf(config.get("post_processor"))
+    decoder = decoder_from_hf(config.get("decoder"))
     normalizer, pretokenizer = pipeline_from_hf(config, byte_level=None)
     if kind != "BPE" or not pretokenizer.output_is_byte_chars:
-        return _vocab_model_spec(config, model_spec, name, normalizer, pretokenizer)
+        spec = _vocab_model_spec(config, model_spec, name, normalizer, pretokenizer)
+        spec.post_processor, spec.decoder = post_processor, decoder
+        return spec
     vocab = _check_bpe_model(model_spec)
-    _check_decoder(config.get("decoder"))
     pattern = known_pattern_of(config.get("pre_tokenizer")) if normalizer is None else None
 
     special_tokens, added_tokens, options = _added_tokens(config.get("added_tokens") or [], vocab)
@@ -108,8 +112,9 @@ def spec_from_hf(config: dict, *, name: str = "tokenizer") -> TokenizerSpec:
         added_tokens=added_tokens,
         normalizer=normalizer,
         pretokenizer=pretokenizer if pattern is None else PatternSpanner(pattern),
-        template=template_from_hf(config.get("post_processor")),
         added_token_options=options,
+        post_processor=post_processor,
+        decoder=None if decoder.spec is None or decoder.preserves_bytes else decoder,
     )
 
 
@@ -127,41 +132,10 @@ def known_pattern_of(pre_tokenizer_spec: dict | None) -> str | None:
     return None
 
 
-def template_from_hf(spec: dict | None) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The ids a post-processor puts before and after a single text (HF's ``add_special_tokens=True``)."""
-    if spec is None:
-        return (), ()
-    kind = spec.get("type")
-    if kind == "Sequence":
-        prefix: tuple[int, ...] = ()
-        suffix: tuple[int, ...] = ()
-        for inner in spec.get("processors", []):
-            inner_prefix, inner_suffix = template_from_hf(inner)
-            prefix, suffix = inner_prefix + prefix, suffix + inner_suffix
-        return prefix, suffix
-    if kind in ("RobertaProcessing", "BertProcessing"):
-        return (int(spec["cls"][1]),), (int(spec["sep"][1]),)
-    if kind == "TemplateProcessing":
-        before: list[int] = []
-        after: list[int] = []
-        seen_text = False
-        for item in spec["single"]:
-            if "Sequence" in item:
-                seen_text = True
-            else:
-                ids = spec["special_tokens"][item["SpecialToken"]["id"]]["ids"]
-                (after if seen_text else before).extend(int(token) for token in ids)
-        return tuple(before), tuple(after)
-    return (), ()
-
-
 def _vocab_model_spec(config: dict, model_spec: dict, name: str, normalizer: Normalizer | None,
                       pretokenizer: HFPreTokenizer) -> TokenizerSpec:
     """A WordPiece, Unigram or BPE model over characters (``crayon.reference.wordpiece``, ``.unigram``,
-    ``.char_bpe``).
-
-    Decoding joins what the tokens stand for (``▁`` as a space, ``<0xXX>`` as that byte, ``##`` kept): HF's
-    decoders (WordPiece's spaces between words, Metaspace's first-space strip) are not implemented."""
+    ``.char_bpe``)."""
     if pretokenizer.output_is_byte_chars:
         raise UnsupportedComponentError("ByteLevel with a model over characters (WordPiece, Unigram)")
     kind = model_spec.get("type", "BPE" if "merges" in model_spec else None)
@@ -231,28 +205,6 @@ def _check_encoding_options(config: dict) -> None:
     padding = config.get("padding")
     if padding is not None and padding.get("strategy") != "BatchLongest":
         raise UnsupportedComponentError(f"padding with strategy {padding.get('strategy')!r}: HF would add pad ids")
-
-
-def _check_post_processor(spec: dict | None) -> None:
-    if spec is None:
-        return
-    kind = spec.get("type")
-    if kind == "Sequence":
-        for inner in spec.get("processors", []):
-            _check_post_processor(inner)
-    elif kind not in _ID_FREE_POST_PROCESSORS:
-        raise UnsupportedComponentError(f"post-processor {kind!r} is not supported")
-
-
-def _check_decoder(spec: dict | None) -> None:
-    if spec is None:
-        return
-    kind = spec.get("type")
-    if kind == "Sequence":
-        for inner in spec.get("decoders", []):
-            _check_decoder(inner)
-    elif kind not in _BYTE_PRESERVING_DECODERS:
-        raise UnsupportedComponentError(f"decoder {kind!r} is not supported: it changes the decoded bytes")
 
 
 def _check_bpe_model(spec: dict) -> dict[str, int]:
@@ -370,8 +322,8 @@ def tokenizer_to_hf(tokenizer: TokenizerSpec) -> dict:
         "padding": None,
         "added_tokens": added_tokens,
         **pipeline_to_hf(tokenizer.normalizer, tokenizer.pretokenizer),
-        "post_processor": None,
-        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "post_processor": None if tokenizer.post_processor is None else tokenizer.post_processor.to_hf(),
+        "decoder": _BYTE_LEVEL_DECODER if tokenizer.decoder is None else tokenizer.decoder.to_hf(),
         "model": {
             "type": "BPE",
             "dropout": None,
