@@ -561,9 +561,11 @@ class Tokenizer:
         texts = [_as_utf8_safe(text) for text in texts]
         allowed = [self._check_specials(text, allowed_special, disallowed_special) for text in texts]
         matched = [frozenset(self.added_tokens) | specials for specials in allowed]
-        normalized_tokens = any(options.normalized for options in self.added_token_options.values())
-        with_tokens = [i for i, (text, names) in enumerate(zip(texts, matched))  # normalized ones: found later
-                       if names and (normalized_tokens or special_token_regex(names).search(text))]
+        # a token matched in normalized text may come from other raw text: each text is then searched when encoded
+        search_all = self.normalizer is not None and any(
+            options.normalized for options in self.added_token_options.values())
+        with_tokens = [i for i, (text, names) in enumerate(zip(texts, matched))
+                       if names and (search_all or special_token_regex(names).search(text))]
         ordinary = [texts[i] for i in sorted(set(range(len(texts))) - set(with_tokens))]
         engine = self._batch_engine(ordinary)
         tokens, offsets = engine.encode_ordinary_flat(ordinary, num_threads=num_threads)

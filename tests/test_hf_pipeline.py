@@ -116,6 +116,25 @@ def test_options_survive_cartridges_pickles_and_hf_export(optioned, tmp_path):
     assert pickle.loads(pickle.dumps(jit)).encode(text, allowed_special="all") == expected
 
 
+def test_files_are_not_cut_next_to_tokens_that_strip_whitespace(optioned, tmp_path):
+    hf, _, jit = optioned
+    path = tmp_path / "doc.txt"
+    text = ("word\n<mask> other [MASK] more " * 2000)
+    path.write_text(text, encoding="utf-8")
+    expected = hf.encode(text, add_special_tokens=False).ids
+    if jit.normalizer is None:  # cuts are proven for tiktoken patterns (GPT-2's ByteLevel is r50k's) only
+        added = {token: token_id for token, token_id in jit.added_tokens.items() if " " not in token}
+        with_pattern = crayon.Tokenizer("r50k", jit.model, pattern="r50k_base", special_tokens=jit.special_tokens,
+                                        added_tokens=added, added_token_options={
+                                            token: options for token, options in jit.added_token_options.items()
+                                            if " " not in token})
+        with pytest.raises(UnsupportedComponentError, match="strips the whitespace"):
+            with_pattern.encode_file(path)
+    whole = [chunk.tokens for chunk in jit.iter_encode_files([path], chunk_bytes=None)]
+    assert [token for tokens in whole for token in tokens.tolist()] == jit.encode_ordinary(text)
+    assert jit.encode(text, allowed_special="all") == expected
+
+
 def test_word_and_space_characters_are_hf_s(optioned):
     """``single_word`` looks for Rust's ``\\w`` next to the token, ``lstrip``/``rstrip`` take Unicode's White_Space:
     every assigned character of a sample of the code space, checked against HF (for characters Python's Unicode

@@ -147,6 +147,13 @@ class CutRule:
             raise UnsupportedComponentError(
                 f"{tokenizer.name}: token {unsafe[0]!r} contains a space or newline, so a cut could split it; "
                 f"pass chunk_bytes=None to encode each document whole")
+        options = tokenizer.added_token_options
+        stripping = sorted(token for token in matched
+                           if token in options and (options[token].lstrip or options[token].rstrip))
+        if stripping:
+            raise UnsupportedComponentError(
+                f"{tokenizer.name}: token {stripping[0]!r} strips the whitespace around it, which a cut could separate "
+                f"from it; pass chunk_bytes=None to encode each document whole")
         self.family = family
         self.crlf = family in CRLF_FAMILIES
 
