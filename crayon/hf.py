@@ -4,9 +4,10 @@
 ``batch_decode``, ``apply_chat_template``, ``save_pretrained`` ... are transformers' own) with one change:
 calls of the form ``tokenizer(texts, padding=..., truncation=..., max_length=..., return_tensors=...)`` on
 plain text are encoded by a Crayon Tokenizer built from the same ``tokenizer.json`` and padded in numpy, giving
-the same ids, attention masks and arrays. Calls that ask for more (text pairs, pre-split words, strides and
-overflowing tokens, offsets, special-token masks, lengths, token type ids) are encoded by transformers itself;
-``crayon_calls`` counts the calls Crayon encoded.
+the same ids, attention masks and arrays; so are text pairs (without truncation) and token type ids, framed by
+the file's post-processor (``Tokenizer.post_process``) and padded by transformers' ``pad``. Calls that ask for
+more (pairs with truncation, pre-split words, strides and overflowing tokens, offsets, special-token masks,
+lengths) are encoded by transformers itself; ``crayon_calls`` counts the calls Crayon encoded.
 
     from crayon.hf import CrayonTokenizerFast
     tokenizer = CrayonTokenizerFast.from_pretrained("path/to/model")   # a folder with tokenizer.json
@@ -39,6 +40,10 @@ logger = logging.getLogger(__name__)
 _CRAYON_TOKENIZERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _CRAYON_TRUNCATIONS = (TruncationStrategy.DO_NOT_TRUNCATE, TruncationStrategy.LONGEST_FIRST,
                        TruncationStrategy.ONLY_FIRST)
+
+
+def _all_str(texts) -> bool:
+    return isinstance(texts, (list, tuple)) and all(isinstance(item, str) for item in texts)
 
 
 def crayon_tokenizer_of(hf_tokenizer: PreTrainedTokenizerFast, backend: str = "auto") -> Tokenizer:
@@ -93,16 +98,18 @@ class CrayonTokenizerFast(PreTrainedTokenizerFast):
                      return_special_tokens_mask=False, return_offsets_mapping=False, return_length=False,
                      verbose=True, split_special_tokens=None, **kwargs) -> BatchEncoding:
         texts = [text] if isinstance(text, str) else text
+        pairs = [text_pair] if isinstance(text_pair, str) else text_pair
         if return_token_type_ids is None:
             return_token_type_ids = "token_type_ids" in self.model_input_names
         if return_attention_mask is None:
             return_attention_mask = "attention_mask" in self.model_input_names
         crayon_can = (
-            text_pair is None and not is_split_into_words and stride == 0 and not kwargs
-            and not (return_token_type_ids or return_overflowing_tokens or return_special_tokens_mask
-                     or return_offsets_mapping or return_length)
+            not is_split_into_words and stride == 0 and not kwargs
+            and not (return_overflowing_tokens or return_special_tokens_mask or return_offsets_mapping or return_length)
             and truncation_strategy in _CRAYON_TRUNCATIONS
-            and isinstance(texts, (list, tuple)) and all(isinstance(item, str) for item in texts)
+            and _all_str(texts) and (pairs is None or (  # pairs: without truncation, which HF shares between them
+                _all_str(pairs) and len(pairs) == len(texts)
+                and truncation_strategy == TruncationStrategy.DO_NOT_TRUNCATE))
         )
         if not crayon_can:
             return super()._encode_plus(
@@ -115,7 +122,16 @@ class CrayonTokenizerFast(PreTrainedTokenizerFast):
         specials = {"allowed_special": frozenset(), "disallowed_special": ()} if split else {"allowed_special": "all"}
         padding = {PaddingStrategy.LONGEST: "longest", PaddingStrategy.MAX_LENGTH: "max_length"}.get(padding_strategy)
         truncation = truncation_strategy != TruncationStrategy.DO_NOT_TRUNCATE
-        if padding is None:
+        if pairs is not None or return_token_type_ids:
+            encoded = self._framed(texts, pairs, add_special_tokens, max_length if truncation else None, specials,
+                                   return_token_type_ids, return_attention_mask)
+            if padding is not None:
+                encoded = self.pad(encoded, padding=padding_strategy, max_length=max_length,
+                                   pad_to_multiple_of=pad_to_multiple_of, padding_side=padding_side,
+                                   return_attention_mask=return_attention_mask)
+            if return_tensors is not None:
+                encoded = {key: np.asarray(value, np.int64) for key, value in encoded.items()}
+        elif padding is None:
             rows = self._rows(texts, add_special_tokens, max_length if truncation else None, specials)
             encoded = {"input_ids": rows}
             if return_attention_mask:
@@ -135,6 +151,25 @@ class CrayonTokenizerFast(PreTrainedTokenizerFast):
         if isinstance(text, str) and return_tensors is None:
             encoded = {key: value[0] for key, value in encoded.items()}
         return BatchEncoding(encoded, tensor_type=return_tensors)
+
+    def _framed(self, texts, pairs, add_special_tokens: bool, max_length: int | None, specials: dict,
+                return_token_type_ids: bool, return_attention_mask: bool) -> dict[str, list[list[int]]]:
+        """Unpadded ``input_ids`` (and ``token_type_ids``, ``attention_mask``) of texts or pairs of texts, framed by
+        the post-processor (``Tokenizer.post_process``); single texts cut to ``max_length`` first."""
+        first = self.crayon.encode_batch(texts, **specials)
+        second = [None] * len(texts) if pairs is None else self.crayon.encode_batch(pairs, **specials)
+        if max_length is not None:
+            framing = len(self.crayon.post_process([], add_special_tokens=add_special_tokens)[0])
+            room = max(max_length - framing, 0)
+            first = [ids if len(ids) <= room else ids[:room] if self.truncation_side == "right" else ids[len(ids) - room:]
+                     for ids in first]
+        framed = [self.crayon.post_process(a, b, add_special_tokens=add_special_tokens) for a, b in zip(first, second)]
+        encoded = {"input_ids": [ids for ids, _ in framed]}
+        if return_token_type_ids:
+            encoded["token_type_ids"] = [types for _, types in framed]
+        if return_attention_mask:
+            encoded["attention_mask"] = [[1] * len(ids) for ids, _ in framed]
+        return encoded
 
     def _rows(self, texts, add_special_tokens: bool, max_length: int | None, specials: dict) -> list[list[int]]:
         """Unpadded id lists, framed by the template and cut to ``max_length`` on the truncation side."""

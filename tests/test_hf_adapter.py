@@ -87,11 +87,34 @@ def test_decode_and_chat_template_match_transformers(pair):
         assert crayon_hf.apply_chat_template(chat, **options) == hf.apply_chat_template(chat, **options)
 
 
+PAIR_CALLS = [
+    {"padding": True, "return_tensors": "np"},
+    {},
+    {"padding": "max_length", "max_length": 400, "return_token_type_ids": True, "return_tensors": "np"},
+    {"padding": True, "padding_side": "left", "pad_to_multiple_of": 8, "add_special_tokens": False},
+    {"return_token_type_ids": True, "return_attention_mask": False},
+]
+
+
+@pytest.mark.parametrize("options", PAIR_CALLS, ids=lambda options: ",".join(f"{k}={v}" for k, v in options.items()) or "plain")
+def test_pairs_and_token_type_ids_match_transformers(pair, options):
+    hf, crayon_hf = pair
+    before = crayon_hf.crayon_calls
+    assert_same(hf(TEXTS[:12], TEXTS[12:24], **options), crayon_hf(TEXTS[:12], TEXTS[12:24], **options),
+                "return_tensors" in options)
+    assert_same(hf(TEXTS[0], TEXTS[-4], **options), crayon_hf(TEXTS[0], TEXTS[-4], **options), "return_tensors" in options)
+    single = {"return_token_type_ids": True, "truncation": True, "max_length": 9, "padding": True}
+    assert_same(hf(TEXTS, **single), crayon_hf(TEXTS, **single), tensors=False)
+    assert crayon_hf.crayon_calls == before + 3
+
+
 def test_calls_crayon_does_not_cover_are_transformers_own(pair):
     hf, crayon_hf = pair
     options = {"return_offsets_mapping": True, "return_special_tokens_mask": True, "padding": True}
     before = crayon_hf.crayon_calls
     assert_same(hf(TEXTS[:5], TEXTS[5:10], **options), crayon_hf(TEXTS[:5], TEXTS[5:10], **options), tensors=False)
+    cut_pairs = {"truncation": True, "max_length": 8, "padding": True}  # HF shares the cut between the two texts
+    assert_same(hf(TEXTS[:5], TEXTS[5:10], **cut_pairs), crayon_hf(TEXTS[:5], TEXTS[5:10], **cut_pairs), tensors=False)
     assert crayon_hf.crayon_calls == before
 
 
