@@ -200,7 +200,7 @@ class Tokenizer:
         self._short_encode: dict[str, tuple[int, ...]] = {}
         self._short_ordinary: dict[str, tuple[int, ...]] = {}
         self._added_matchers: dict[frozenset[str], tuple[dict, dict, dict]] = {}
-        self._normalized_text_engine: Engine | None = None
+        self._piece_engines: dict[tuple[bool, bool], Engine] = {}
         self._choose_per_batch = backend == "auto"
         self._cuda_engine = None
         self.batch_choice: tuple[str, str] | None = None  # (engine, reason) of the last batch under "auto"
@@ -277,7 +277,7 @@ class Tokenizer:
         clone.__dict__.update(self.__dict__)
         clone._engine = make_engine(clone, backend, **options)
         clone._short_encode, clone._short_ordinary = {}, {}
-        clone._added_matchers, clone._normalized_text_engine = {}, None
+        clone._added_matchers, clone._piece_engines = {}, {}
         clone._choose_per_batch, clone._cuda_engine, clone.batch_choice = backend == "auto", None, None
         return clone
 
@@ -373,11 +373,11 @@ class Tokenizer:
         if self.added_token_options:
             return self._encode_with_options(text, allowed_specials)
         tokens: list[int] = []
-        for chunk, is_token in split_specials(text, allowed_specials | self.added_tokens.keys()):
+        for index, (chunk, is_token) in enumerate(split_specials(text, allowed_specials | self.added_tokens.keys())):
             if is_token:
                 tokens.append(self._special_tokens[chunk] if chunk in allowed_specials else self.added_tokens[chunk])
             else:
-                tokens.extend(self._engine.encode_ordinary(chunk))
+                tokens.extend(self._piece_engine(index == 0).encode_ordinary(chunk))
         return tokens
 
     def _encode_with_options(self, text: str, allowed_specials: frozenset[str]) -> list[int]:
@@ -385,18 +385,19 @@ class Tokenizer:
         piece between them once normalized; the rest is encoded without normalizing it again."""
         raw, normalized, normalized_ids = self._added_matcher(allowed_specials)
         tokens: list[int] = []
-        for piece, token in split_added_tokens(text, raw):
+        for index, (piece, token) in enumerate(split_added_tokens(text, raw)):
             if token is not None:
                 tokens.append(self._token_id(token))
             elif not normalized:
-                tokens.extend(self._engine.encode_ordinary(piece))
+                tokens.extend(self._piece_engine(index == 0).encode_ordinary(piece))
             else:
                 piece = piece if self.normalizer is None else self.normalizer(piece)
-                for inner, inner_token in split_added_tokens(piece, normalized):
+                for inner_index, (inner, inner_token) in enumerate(split_added_tokens(piece, normalized)):
                     if inner_token is not None:
                         tokens.append(normalized_ids[inner_token])
                     else:
-                        tokens.extend(self._normalized_engine().encode_ordinary(inner))
+                        engine = self._piece_engine(index == 0 and inner_index == 0, normalized=True)
+                        tokens.extend(engine.encode_ordinary(inner))
         return tokens
 
     def _added_matcher(self, allowed_specials: frozenset[str]) -> tuple[dict, dict, dict]:
@@ -421,16 +422,22 @@ class Tokenizer:
     def _token_id(self, token: str) -> int:
         return self._special_tokens[token] if token in self._special_tokens else self.added_tokens[token]
 
-    def _normalized_engine(self) -> Engine:
-        """The engine of text already normalized: this one's, without the normalizer."""
-        if self.normalizer is None:
+    def _piece_engine(self, at_start: bool, normalized: bool = False) -> Engine:
+        """The engine of a piece of text between added tokens: one ``normalized`` already (HF's second pass) is
+        not normalized again; one after an added token (not ``at_start``) runs the pre-tokenizer's
+        ``after_token`` form where it has one (HF's Metaspace "first" puts its ▁ only at the start)."""
+        after_token = None if at_start else getattr(self.pretokenizer, "after_token", None)
+        skip_normalizer = normalized and self.normalizer is not None
+        if after_token is None and not skip_normalizer:
             return self._engine
-        if self._normalized_text_engine is None:
-            plain = object.__new__(Tokenizer)
-            plain.__dict__.update(self.__dict__)
-            plain.normalizer = None
-            self._normalized_text_engine = make_engine(plain, self.backend)
-        return self._normalized_text_engine
+        key = (after_token is not None, skip_normalizer)
+        if key not in self._piece_engines:
+            variant = object.__new__(Tokenizer)
+            variant.__dict__.update(self.__dict__)
+            variant.pretokenizer = after_token or self.pretokenizer
+            variant.normalizer = None if skip_normalizer else self.normalizer
+            self._piece_engines[key] = make_engine(variant, self.backend)
+        return self._piece_engines[key]
 
     def encode(
         self,

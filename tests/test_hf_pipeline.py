@@ -205,9 +205,9 @@ def _t5():
     return hf
 
 
-def _llama2():
+def _llama2(prepend_scheme="always", split=True):
     hf = tokenizers.Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
-    hf.pre_tokenizer = hf_pre.Metaspace()
+    hf.pre_tokenizer = hf_pre.Metaspace(prepend_scheme=prepend_scheme, split=split)
     byte_tokens = [f"<0x{byte:02X}>" for byte in range(256)]
     hf.train_from_iterator(_lines(), trainers.BpeTrainer(vocab_size=700, special_tokens=["<unk>", "<s>", "</s>",
                                                                                          *byte_tokens],
@@ -216,10 +216,13 @@ def _llama2():
                                                       special_tokens=[("<s>", hf.token_to_id("<s>"))])
     hf.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
                                     decoders.Strip(" ", 1, 0)])
+    hf.add_tokens([AddedToken("<tool>", normalized=False)])
     return hf
 
 
-FAMILIES = {"bert": _bert, "t5": _t5, "llama2": _llama2}
+# transformers' conversion of Llama 2 / Mistral without its legacy flag: Metaspace puts ▁ only at the input's start
+FAMILIES = {"bert": _bert, "t5": _t5, "llama2": _llama2,
+            "llama2_first": lambda: _llama2(prepend_scheme="first", split=False)}
 
 
 @pytest.fixture(scope="module", params=sorted(FAMILIES))
@@ -229,7 +232,8 @@ def family(request):
     return hf, crayon.Tokenizer.from_spec(spec_from_hf(json.loads(hf.to_str())), backend="jit")
 
 
-family_text = st.lists(st.one_of(st.sampled_from(AROUND + ["[MASK]", "<s>", "don't", "Hello, world.", "é", "🙂"]),
+family_text = st.lists(st.one_of(st.sampled_from(AROUND + ["[MASK]", "<s>", "<tool>", "don't", "Hello, world.", "é",
+                                                            "🙂"]),
                                  st.text(st.characters(codec="utf-8", exclude_categories=["Cn"]), max_size=3)),
                        max_size=12).map("".join)
 
@@ -287,6 +291,31 @@ def test_default_encode_adds_nothing_and_tiktoken_vocabularies_have_no_post_proc
 def test_unsupported_decoders_are_refused_by_name(spec, named):
     config = json.loads(trained("gpt2").to_str())
     config["decoder"] = spec
+    with pytest.raises(UnsupportedComponentError, match=named):
+        spec_from_hf(config)
+
+
+def test_metaspace_first_puts_no_prefix_after_an_added_token():
+    first = _llama2(prepend_scheme="first", split=False)
+    always = tokenizers.Tokenizer.from_str(first.to_str())
+    always.pre_tokenizer = hf_pre.Metaspace(prepend_scheme="always", split=False)
+    text = "Hello<tool>Hello <tool> world"
+    for backend in ("reference", "jit"):
+        tok = crayon.Tokenizer.from_spec(spec_from_hf(json.loads(first.to_str())), backend=backend)
+        assert tok.encode(text) == first.encode(text, add_special_tokens=False).ids
+        assert tok.encode(text) != always.encode(text, add_special_tokens=False).ids
+        assert tok.encode("Hello") == always.encode("Hello", add_special_tokens=False).ids
+
+
+@pytest.mark.parametrize("change, named", [
+    ({"normalizer": {"type": "NFC"}}, "'first' with a normalizer"),
+    ({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+        {"type": "WhitespaceSplit"}, {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": True}]}},
+     "'first' after another pre-tokenizer"),
+])
+def test_metaspace_first_where_crayon_cannot_track_the_start_is_refused(change, named):
+    config = json.loads(_llama2(prepend_scheme="first").to_str())
+    config.update(change)
     with pytest.raises(UnsupportedComponentError, match=named):
         spec_from_hf(config)
 

@@ -181,6 +181,10 @@ def pipeline_from_hf(config: dict, *, byte_level: bool | None = True) -> tuple[N
         None if pre_tokenizer_spec is None else step_from_hf(pre_tokenizer_spec),
         input_is_byte_chars=normalizer is not None and normalizer.maps_to_byte_chars,
     )
+    if pretokenizer.after_token is not None and normalizer is not None:
+        raise UnsupportedComponentError(
+            "Metaspace prepend_scheme 'first' with a normalizer: HF puts the ▁ only where the normalized text still "
+            "starts at the input's first character, which Crayon does not track")
     if byte_level is True and not pretokenizer.output_is_byte_chars:
         raise UnsupportedComponentError(
             "BPE over characters: no ByteLevel pre-tokenizer or normalizer maps the text to bytes"

@@ -334,6 +334,10 @@ class PreTokenizerStep:
     def to_hf(self) -> dict:
         raise NotImplementedError
 
+    def after_token(self) -> "PreTokenizerStep":
+        """This step on text that follows an added token (not at the start of the input)."""
+        return self
+
     def regex_splits(self) -> tuple[list[RegexSplit], bool]:
         """This step as regex splits (see ``crayon.reference.regex_vm.RegexSplit``)."""
         raise UnsupportedComponentError(f"pre-tokenizer {type(self).__name__} has no regex form")
@@ -512,21 +516,20 @@ class FixedLength(PreTokenizerStep):
 
 class Metaspace(PreTokenizerStep):
     """HF ``Metaspace`` (SentencePiece's spaces): spaces become ``replacement`` (▁), one is put first where the
-    piece does not start with it (``prepend_scheme`` "always"), then the piece is split before each one.
-
-    ``prepend_scheme`` "first" (only at the start of the whole input, not after an added token) is refused:
-    Crayon's pre-tokenizer sees the text between added tokens without its offset."""
+    piece does not start with it (``prepend_scheme`` "always"; "first": only where the piece starts the input,
+    which is the text this step sees, except after an added token: ``after_token``), then the piece is split
+    before each one."""
 
     def __init__(self, replacement: str = "\u2581", prepend_scheme: str = "always", split: bool = True):
-        if prepend_scheme not in ("always", "never"):
-            raise UnsupportedComponentError(f"Metaspace prepend_scheme {prepend_scheme!r} (only always, never)")
+        if prepend_scheme not in ("always", "first", "never"):
+            raise UnsupportedComponentError(f"Metaspace prepend_scheme {prepend_scheme!r} (always, first, never)")
         if len(replacement) != 1:
             raise UnsupportedComponentError(f"Metaspace replacement {replacement!r} is not one character")
         self.replacement, self.prepend_scheme, self.split_pieces = replacement, prepend_scheme, split
 
     def split(self, piece: str) -> list[str]:
         piece = piece.replace(" ", self.replacement)
-        if self.prepend_scheme == "always" and piece and not piece.startswith(self.replacement):
+        if self.prepend_scheme != "never" and piece and not piece.startswith(self.replacement):
             piece = self.replacement + piece
         if not self.split_pieces:
             return [piece]
@@ -536,6 +539,9 @@ class Metaspace(PreTokenizerStep):
     def to_hf(self) -> dict:
         return {"type": "Metaspace", "replacement": self.replacement, "prepend_scheme": self.prepend_scheme,
                 "split": self.split_pieces}
+
+    def after_token(self) -> "Metaspace":
+        return Metaspace(self.replacement, "never", self.split_pieces) if self.prepend_scheme == "first" else self
 
 
 def _metaspace_from_hf(spec: dict) -> Metaspace:
@@ -550,6 +556,9 @@ class PreTokenizerSequence(PreTokenizerStep):
 
     def __init__(self, steps: list[PreTokenizerStep]):
         self.steps = list(steps)
+        if any(step.after_token() is not step for step in self.steps[1:]):
+            raise UnsupportedComponentError("Metaspace prepend_scheme 'first' after another pre-tokenizer (HF puts "
+                                            "the ▁ only on a piece that starts the input, which Crayon does not track)")
         byte_level_steps = sum(step.maps_to_byte_chars for step in self.steps)
         if byte_level_steps > 1:
             raise UnsupportedComponentError("ByteLevel is applied twice")
@@ -563,6 +572,10 @@ class PreTokenizerSequence(PreTokenizerStep):
 
     def split(self, piece: str) -> list[str]:
         return self([piece])
+
+    def after_token(self) -> "PreTokenizerSequence":
+        first = self.steps[0].after_token() if self.steps else None
+        return self if first is None or first is self.steps[0] else PreTokenizerSequence([first, *self.steps[1:]])
 
     def regex_splits(self) -> tuple[list[RegexSplit], bool]:
         splits, add_prefix_space = [], False
@@ -637,6 +650,10 @@ class HFPreTokenizer:
             raise UnsupportedComponentError("ByteLevel is applied twice (normalizer and pre-tokenizer)")
         self.step = step
         self.output_is_byte_chars = input_is_byte_chars or (step is not None and step.maps_to_byte_chars)
+        continuing = None if step is None else step.after_token()
+        # the pre-tokenizer of text after an added token, where it differs (Metaspace "first"), else None
+        self.after_token = None if continuing is step else HFPreTokenizer(
+            continuing, input_is_byte_chars=input_is_byte_chars)
 
     def __call__(self, text: str) -> list[str]:
         pieces = [text] if self.step is None else self.step([text])
