@@ -210,6 +210,7 @@ class Tokenizer:
         # the ids before and after each text in encode_batch_to_numpy
         self.template: tuple[tuple[int, ...], tuple[int, ...]] = post_processor.template() if post_processor else ((), ())
         self._token_strings: dict[int, str] | None = None
+        self._id_strings: list[str | None] | None = None  # id_to_token of every id, for decoders
         self._token_byte_lengths: np.ndarray | None = None
 
     @classmethod
@@ -343,6 +344,7 @@ class Tokenizer:
         clone = object.__new__(Tokenizer)
         clone.__dict__.update(self.__dict__)
         clone._set_special_tokens(specials)
+        clone._added_matchers, clone._id_strings = {}, None
         return derived_from(clone, self)
 
     def _set_special_tokens(self, special_tokens: dict[str, int]) -> None:
@@ -828,9 +830,14 @@ class Tokenizer:
             tokens = [token for token in tokens if token not in self._special_ids]
         if self.decoder is None:
             return self.decode_bytes(tokens).decode("utf-8", errors=errors)
-        strings = [self.id_to_token(operator.index(token)) for token in tokens]
+        if self._id_strings is None:
+            self._id_strings = [self.id_to_token(token) for token in range(self.n_vocab)]
+        try:
+            strings = [self._id_strings[operator.index(token)] if token >= 0 else None for token in tokens]
+        except IndexError:
+            strings = [None]
         if None in strings:
-            unknown = tokens[strings.index(None)]
+            unknown = next(token for token in tokens if not 0 <= token < self.n_vocab or self.id_to_token(token) is None)
             raise UnknownTokenError(f"token id {unknown!r} is not in {self.name} (n_vocab={self.n_vocab})")
         return self.decoder.decode(strings, errors)
 

@@ -7,6 +7,7 @@ HF joins the token strings with spaces (``Decoder(None)``).
 
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 from crayon.errors import UnsupportedComponentError
@@ -18,9 +19,11 @@ __all__ = ["Decoder", "decoder_from_hf", "BYTE_PRESERVING"]
 BYTE_PRESERVING = ("ByteLevel", "Fuse")  # decoders that give the tokens' bytes as text: Crayon's plain decode
 Step = Callable[[list[str], str], list[str]]  # (token strings, errors) -> strings
 
-# WordPiece's cleanup (HF's ``cleanup``): spaces before punctuation and English contractions, in this order
+# WordPiece's cleanup (HF's ``cleanup``): spaces before punctuation and English contractions, in this order;
+# a token none of them can apply to matches no ``_MAY_CLEAN_UP``
 _CLEANUP = [(" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"), (" 'm", "'m"),
             (" do not", " don't"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re")]
+_MAY_CLEAN_UP = re.compile(r" [.?!,']| n't| do not")
 
 
 class Decoder:
@@ -87,7 +90,10 @@ def _steps(spec: dict) -> list[Step]:
         return [lambda tokens, errors: [_strip(token, content, start, stop) for token in tokens]]
     if kind == "Replace":  # HF's Replace decoder is its Replace normalizer applied to each token
         pattern, is_regex = pattern_from_hf(spec["pattern"], "decoder Replace")
-        replace = Replace(pattern, spec["content"], is_regex=is_regex)
+        content = spec["content"]
+        if not is_regex and pattern:  # a literal: str.replace makes the same left-to-right replacements
+            return [lambda tokens, errors: [token.replace(pattern, content) for token in tokens]]
+        replace = Replace(pattern, content, is_regex=is_regex)
         return [lambda tokens, errors: [replace(token) for token in tokens]]
     raise UnsupportedComponentError(f"decoder {kind!r} is not supported")
 
@@ -144,7 +150,7 @@ def _wordpiece(tokens: list[str], prefix: str, cleanup: bool) -> list[str]:
     for i, token in enumerate(tokens):
         if i:
             token = token.replace(prefix, "", 1) if token.startswith(prefix) else " " + token
-        if cleanup:
+        if cleanup and _MAY_CLEAN_UP.search(token):
             for before, after in _CLEANUP:
                 token = token.replace(before, after)
         out.append(token)
