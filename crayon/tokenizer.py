@@ -387,19 +387,20 @@ class Tokenizer:
         piece between them once normalized; the rest is encoded without normalizing it again."""
         raw, normalized, normalized_ids = self._added_matcher(allowed_specials)
         tokens: list[int] = []
-        for index, (piece, token) in enumerate(split_added_tokens(text, raw)):
+        for index, (start, end, token) in enumerate(split_added_tokens(text, raw)):
             if token is not None:
                 tokens.append(self._token_id(token))
             elif not normalized:
-                tokens.extend(self._piece_engine(index == 0).encode_ordinary(piece))
+                tokens.extend(self._piece_engine(index == 0).encode_ordinary(text[start:end]))
             else:
-                piece = piece if self.normalizer is None else self.normalizer(piece)
-                for inner_index, (inner, inner_token) in enumerate(split_added_tokens(piece, normalized)):
+                piece = text[start:end] if self.normalizer is None else self.normalizer(text[start:end])
+                inner_pieces = split_added_tokens(piece, normalized)
+                for inner_index, (inner_start, inner_end, inner_token) in enumerate(inner_pieces):
                     if inner_token is not None:
                         tokens.append(normalized_ids[inner_token])
                     else:
                         engine = self._piece_engine(index == 0 and inner_index == 0, normalized=True)
-                        tokens.extend(engine.encode_ordinary(inner))
+                        tokens.extend(engine.encode_ordinary(piece[inner_start:inner_end]))
         return tokens
 
     def _added_matcher(self, allowed_specials: frozenset[str]) -> tuple[dict, dict, dict]:
@@ -494,6 +495,71 @@ class Tokenizer:
         if self.post_processor is None:
             return plain_process(ids, pair_ids)
         return self.post_processor.process(ids, pair_ids, add_special_tokens=add_special_tokens)
+
+    def encode_with_offsets(
+        self,
+        text: str,
+        *,
+        allowed_special: Literal["all"] | AbstractSet[str] = frozenset(),
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+        add_special_tokens: bool = False,
+        pair: str | None = None,
+    ) -> tuple[list[int], list[tuple[int, int]]]:
+        """``encode``'s ids and, for each, the ``(start, end)`` characters of its text that it stands for, as HF's
+        ``Encoding.offsets`` gives them: an added token covers the whitespace it strips, a token holding part of
+        a character covers the whole character, the post-processor's ``trim_offsets`` moves spans off their
+        spaces, its special tokens get ``(0, 0)`` and a ``pair``'s spans count in the pair's text. Tokenizers
+        with a normalizer, and models over characters (WordPiece, Unigram), are refused (``ValueError``)."""
+        specials = dict(allowed_special=allowed_special, disallowed_special=disallowed_special)
+        ids, offsets = self._ids_and_offsets(text, **specials)
+        pair_ids = pair_offsets = None
+        if pair is not None:
+            pair_ids, pair_offsets = self._ids_and_offsets(pair, **specials)
+        if self.post_processor is None:
+            return plain_process(ids, pair_ids)[0], plain_process(offsets, pair_offsets)[0]
+        framed_ids, _ = self.post_processor.process(ids, pair_ids, add_special_tokens=add_special_tokens)
+        marked, _ = self.post_processor.process(offsets, pair_offsets, add_special_tokens=add_special_tokens)
+        return framed_ids, [span if isinstance(span, tuple) else (0, 0) for span in marked]
+
+    def _ids_and_offsets(self, text: str, *, allowed_special, disallowed_special) -> tuple[list[int], list[tuple[int, int]]]:
+        """The ids of one text and their HF offsets (the post-processor's trims applied, no framing)."""
+        if self.normalizer is not None:
+            raise ValueError(f"{self.name} normalizes text: the character offsets of its tokens are not implemented")
+        if self._token_strings is None:
+            self._token_strings = _model_token_strings(self.model)
+        if self._token_strings:
+            raise ValueError(f"{self.name} is a {type(self.model).__name__}: the character offsets of models over "
+                             "characters are not implemented")
+        from crayon.formats.hf_pretokenize import to_byte_chars
+
+        text = _as_utf8_safe(text)
+        raw, normalized, normalized_ids = self._added_matcher(self._check_specials(text, allowed_special,
+                                                                                   disallowed_special))
+        ids: list[int] = []
+        offsets: list[tuple[int, int]] = []
+        strings: list[str] = []  # the token strings HF trims offsets by
+        for index, (start, end, token) in enumerate(split_added_tokens(text, raw)):
+            if token is not None:
+                ids.append(self._token_id(token))
+                offsets.append((start, end))
+                strings.append(text[start:end])
+                continue
+            for inner_index, (inner_start, inner_end, inner_token) in enumerate(
+                    split_added_tokens(text[start:end], normalized)):
+                begin = start + inner_start
+                if inner_token is not None:
+                    ids.append(normalized_ids[inner_token])
+                    offsets.append((begin, start + inner_end))
+                    strings.append(text[begin : start + inner_end])
+                    continue
+                piece = text[begin : start + inner_end]
+                piece_ids = self._piece_engine(index == 0 and inner_index == 0).encode_ordinary(piece)
+                ids.extend(piece_ids)
+                offsets.extend((begin + a, begin + b) for a, b in self.offsets_mapping(piece, piece_ids).tolist())
+                strings.extend(to_byte_chars(self.decode_single_token_bytes(token_id)) for token_id in piece_ids)
+        if self.post_processor is not None:
+            offsets = self.post_processor.trim_offsets(strings, offsets)
+        return ids, offsets
 
     def encode_to_numpy(
         self,

@@ -151,7 +151,8 @@ def test_word_and_space_characters_are_hf_s(optioned):
 
 def test_split_added_tokens_pieces():
     tokens = {"<a>": AddedTokenOptions(lstrip=True, rstrip=True), "ab": AddedTokenOptions(single_word=True)}
-    assert list(split_added_tokens("x  <a> \ny ab,zab", tokens)) == [
+    text = "x  <a> \ny ab,zab"
+    assert [(text[start:end], token) for start, end, token in split_added_tokens(text, tokens)] == [
         ("x", None), ("  <a> \n", "<a>"), ("y ", None), ("ab", "ab"), (",zab", None)]
     assert list(split_added_tokens("", tokens)) == []
 
@@ -344,3 +345,40 @@ def test_post_processor_and_decoder_survive_cartridges_pickles_and_export(tmp_pa
                   crayon.load(tmp_path / "tokenizer.json")):
         assert again.encode(text, add_special_tokens=True) == expected
         assert again.decode(expected) == hf.decode(expected, skip_special_tokens=False) == "<|endoftext|> Hello there<|pad|>"
+
+
+# --- offsets --------------------------------------------------------------------------------------------------
+
+OFFSET_POST_PROCESSORS = {
+    "none": None,
+    "byte_level_trim": lambda: processors.ByteLevel(trim_offsets=True),
+    "byte_level_trim_no_prefix": lambda: processors.ByteLevel(trim_offsets=True, add_prefix_space=False),
+    "roberta": lambda: processors.RobertaProcessing(("<|pad|>", 1), ("<|endoftext|>", 0), trim_offsets=True),
+    "llama3": lambda: processors.Sequence([processors.ByteLevel(trim_offsets=False), processors.TemplateProcessing(
+        single="<|endoftext|> $A", pair="<|endoftext|> $A <|endoftext|> $B:1", special_tokens=[("<|endoftext|>", 0)])]),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(OFFSET_POST_PROCESSORS))
+def with_offsets(request):
+    hf = with_options(trained("gpt2"))
+    make = OFFSET_POST_PROCESSORS[request.param]
+    hf.post_processor = None if make is None else make()
+    return hf, crayon.Tokenizer.from_spec(spec_from_hf(json.loads(hf.to_str())), backend="jit")
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=text_around_tokens, pair=st.none() | text_around_tokens, add_special_tokens=st.booleans())
+def test_offsets_match_hf(with_offsets, text, pair, add_special_tokens):
+    hf, tok = with_offsets
+    expected = hf.encode(text, pair, add_special_tokens=add_special_tokens)
+    ids, offsets = tok.encode_with_offsets(text, allowed_special="all", add_special_tokens=add_special_tokens, pair=pair)
+    assert ids == expected.ids
+    assert offsets == expected.offsets
+
+
+def test_offsets_are_refused_where_not_implemented(family):
+    """With a normalizer (BERT's, T5's) or a model over characters (Llama 2's BPE), offsets raise by name."""
+    _, tok = family
+    with pytest.raises(ValueError, match="normalizes text|models over characters"):
+        tok.encode_with_offsets("Hello")

@@ -2,10 +2,10 @@
 text or a pair of texts, and the type ids of each position, as HF tokenizers' ``Encoding.ids`` and
 ``Encoding.type_ids``.
 
-TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel (no ids: its ``trim_offsets`` changes offsets
-only) and Sequence of these with at most one that adds ids. Without ``add_special_tokens`` (or without a
-post-processor) the ids are the text's then the pair's, with type ids 0 and 1 (a template's type ids where
-there is one).
+TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel (no ids) and Sequence of these with at most
+one that adds ids. Without ``add_special_tokens`` (or without a post-processor) the ids are the text's then the
+pair's, with type ids 0 and 1 (a template's type ids where there is one). ByteLevel's and RobertaProcessing's
+``trim_offsets`` move character offsets off the spaces at a token's ends (``trim_offsets``).
 """
 
 from __future__ import annotations
@@ -24,6 +24,15 @@ class PostProcessor:
 
     def __init__(self, single: Template, pair: Template, spec: dict):
         self.single, self.pair, self.spec = single, pair, spec
+        self.offset_trims = _offset_trims(spec)  # add_prefix_space of each processor that trims offsets
+
+    def trim_offsets(self, tokens: list[str], offsets: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """HF's ``process_offsets``: each token's span loses the spaces (``Ġ`` or whitespace) at its ends, except a
+        single leading one of the first token where the processor adds a prefix space."""
+        for add_prefix_space in self.offset_trims:
+            offsets = [_trimmed(token, start, end, add_prefix_space and (i == 0 or start == 0))
+                       for i, (token, (start, end)) in enumerate(zip(tokens, offsets))]
+        return offsets
 
     def process(self, ids: list[int], pair_ids: list[int] | None = None, *,
                 add_special_tokens: bool = True) -> tuple[list[int], list[int]]:
@@ -69,9 +78,42 @@ def post_processor_from_hf(spec: dict | None) -> PostProcessor | None:
     if spec is None:
         return None
     single, pair = _templates(spec)
-    if (single, pair) == _PLAIN:
+    if (single, pair) == _PLAIN and not _offset_trims(spec):
         return None
     return PostProcessor(single, pair, spec)
+
+
+def _offset_trims(spec: dict) -> list[bool]:
+    kind = spec.get("type")
+    if kind == "Sequence":
+        return [trim for inner in spec.get("processors", []) for trim in _offset_trims(inner)]
+    if kind in ("ByteLevel", "RobertaProcessing") and spec.get("trim_offsets", True):
+        return [bool(spec.get("add_prefix_space", True))]
+    return []
+
+
+def _is_space(char: str) -> bool:
+    return char == "\u0120" or char.isspace() and char not in "\x1c\x1d\x1e\x1f"  # Ġ, or Unicode White_Space
+
+
+def _spaces_first(chars) -> int:
+    count = 0
+    for char in chars:
+        if not _is_space(char):
+            break
+        count += 1
+    return count
+
+
+def _trimmed(token: str, start: int, end: int, keeps_prefix_space: bool) -> tuple[int, int]:
+    leading, trailing = _spaces_first(token), _spaces_first(reversed(token))
+    if leading == 1 and keeps_prefix_space:
+        leading = 0
+    if leading:
+        start = min(start + leading, end)
+    if trailing and end >= trailing:
+        end = max(end - trailing, start)
+    return start, end
 
 
 def _templates(spec: dict) -> tuple[Template, Template]:

@@ -55,15 +55,15 @@ class AddedTokenOptions:
 PLAIN = AddedTokenOptions()
 
 
-def split_added_tokens(text: str, tokens: Mapping[str, AddedTokenOptions]) -> Iterator[tuple[str, str | None]]:
-    """Yield ``(piece, token)``: the tokens found in ``text`` (``token`` is the matched content, ``piece`` the
-    text it covers, stripped whitespace included) and the text between them (``token`` None), as HF's
-    ``AddedVocabulary::find_matches`` does. A match is discarded (and the search goes on after it) where a
-    ``single_word`` token touches a word character; stripped whitespace already covered by the previous token
-    is not covered twice."""
+def split_added_tokens(text: str, tokens: Mapping[str, AddedTokenOptions]) -> Iterator[tuple[int, int, str | None]]:
+    """Yield ``(start, end, token)``: the tokens found in ``text`` (``token`` is the matched content,
+    ``text[start:end]`` what it covers, stripped whitespace included) and the text between them (``token``
+    None), as HF's ``AddedVocabulary::find_matches`` does. A match is discarded (and the search goes on after
+    it) where a ``single_word`` token touches a word character; stripped whitespace already covered by the
+    previous token is not covered twice."""
     if not tokens:
         if text:
-            yield text, None
+            yield 0, len(text), None
         return
     covered = 0  # end of what the last token covered
     for match in special_token_regex(frozenset(tokens)).finditer(text):
@@ -79,8 +79,8 @@ def split_added_tokens(text: str, tokens: Mapping[str, AddedTokenOptions]) -> It
             while stop < len(text) and text[stop] in WHITE_SPACE:
                 stop += 1
         if covered < start:
-            yield text[covered:start], None
-        yield text[start:stop], match.group()
+            yield covered, start, None
+        yield start, stop, match.group()
         covered = stop
     if covered < len(text):
-        yield text[covered:], None
+        yield covered, len(text), None
