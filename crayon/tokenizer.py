@@ -1020,8 +1020,10 @@ class Tokenizer:
         """HF's reverse lookup: the token of ``token`` as ``get_vocab`` spells it, or None."""
         from crayon.formats.hf_pretokenize import to_byte_chars
 
-        if token in self._special_bytes:
-            return self._special_bytes[token].decode("utf-8")
+        if token in self._special_bytes:  # HF spells a normalized added token as its normalized content
+            content = self._special_bytes[token].decode("utf-8")
+            normalized = self.normalizer is not None and self.added_token_options.get(content, PLAIN).normalized
+            return self.normalizer(content) if normalized else content
         if self._token_strings is None:
             self._token_strings = _model_token_strings(self.model)
         if self._token_strings:

@@ -76,6 +76,7 @@ def test_added_tokens_with_options_match_hf(optioned, text):
     expected = hf.encode(text, add_special_tokens=False).ids
     assert reference.encode(text, allowed_special="all") == expected
     assert jit.encode(text, allowed_special="all") == expected
+    assert jit.decode(expected) == hf.decode(expected, skip_special_tokens=False)  # "é_" is bytes E9 5F to HF
 
 
 def test_added_tokens_with_options_match_hf_in_batches_and_on_corpus_text(optioned):
@@ -259,6 +260,15 @@ def test_decode_of_any_ids_matches_hf(family, data):
     hf, tok = family
     ids = data.draw(st.lists(st.integers(0, hf.get_vocab_size() - 1), max_size=12))
     assert tok.decode(ids) == hf.decode(ids, skip_special_tokens=False)
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.data())
+def test_byte_level_decode_of_any_ids_matches_hf(optioned, data):
+    hf, _, jit = optioned
+    ids = data.draw(st.lists(st.integers(0, hf.get_vocab_size() - 1), max_size=12))
+    assert jit.decode(ids) == hf.decode(ids, skip_special_tokens=False)
+    assert jit.decode(ids, skip_special_tokens=True) == hf.decode(ids, skip_special_tokens=True)
 
 
 def test_family_on_corpus_text(family):

@@ -49,7 +49,7 @@ from crayon.formats.hf_pretokenize import (
     step_from_hf,
     to_byte_chars,
 )
-from crayon.formats.hf_decode import decoder_from_hf
+from crayon.formats.hf_decode import Decoder, decoder_from_hf
 from crayon.formats.hf_normalize import Normalizer, normalizer_from_hf
 from crayon.formats.hf_postprocess import post_processor_from_hf
 from crayon.formats.spec import TokenizerSpec
@@ -114,7 +114,7 @@ def spec_from_hf(config: dict, *, name: str = "tokenizer") -> TokenizerSpec:
         pretokenizer=pretokenizer if pattern is None else PatternSpanner(pattern),
         added_token_options=options,
         post_processor=post_processor,
-        decoder=None if decoder.spec is None or decoder.preserves_bytes else decoder,
+        decoder=None if _decodes_as_bytes(decoder, [*special_tokens, *added_tokens], options, normalizer) else decoder,
     )
 
 
@@ -130,6 +130,21 @@ def known_pattern_of(pre_tokenizer_spec: dict | None) -> str | None:
         if pre_tokenizer_spec == _pretokenizer_to_hf(PatternSpanner(name)):
             return name
     return None
+
+
+def _decodes_as_bytes(decoder: Decoder, added: list[str], options: dict[str, AddedTokenOptions],
+                      normalizer: Normalizer | None) -> bool:
+    """Whether a byte-level BPE's decode is the tokens' bytes as text, as Crayon's plain decode gives it: no
+    decoder (HF would join the byte-level strings with spaces: Crayon keeps the text), or ByteLevel/Fuse ones
+    and every added token decoded by HF as its text: HF decodes a ``normalized`` one as its normalized content,
+    and one spelled in byte-level characters as the bytes they stand for ("é" is byte 0xE9)."""
+    if decoder.spec is None:
+        return True
+    strings = {token: normalizer(token) if normalizer is not None and options.get(token, PLAIN).normalized else token
+               for token in added}
+    return decoder.preserves_bytes and all(
+        string == token and not (is_byte_chars(string) and from_byte_chars(string) != string.encode("utf-8"))
+        for token, string in strings.items())
 
 
 def _vocab_model_spec(config: dict, model_spec: dict, name: str, normalizer: Normalizer | None,
