@@ -31,6 +31,7 @@ from tokenizers import AddedToken, decoders, models, pre_tokenizers, trainers  #
 
 import crayon  # noqa: E402
 from bench.anytok import llama3_style_json  # noqa: E402
+from crayon.formats.hf_io import spec_from_hf  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPORA_DIR = ROOT.parent / "shared" / "corpora"
@@ -100,7 +101,7 @@ def main() -> None:
             calls[f"encode, {label}: Crayon jit"] = lambda tok=tok: tok.encode(text, allowed_special="all")
             calls[f"encode, {label}: HF tokenizers"] = lambda hf=hf: hf.encode(text, add_special_tokens=False)
     for label, hf in decoder_models(text).items():
-        tok = crayon.Tokenizer.from_spec(crayon.formats.hf_io.spec_from_hf(json.loads(hf.to_str())), backend="jit")
+        tok = crayon.Tokenizer.from_spec(spec_from_hf(json.loads(hf.to_str())), backend="jit")
         ids = hf.encode(text).ids
         if tok.decode(ids) != hf.decode(ids, skip_special_tokens=False):
             raise SystemExit(f"{label}: Crayon's text differs from HF's")
