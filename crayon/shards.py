@@ -159,14 +159,14 @@ def write_shard(tokenizer, paths, output: str | os.PathLike, *, separator: str |
     """Encode the documents of ``paths`` into ``output`` (``.npy``, else the raw ``.bin`` layout) and its JSON
     sidecar; returns the sidecar's summary plus timing. ``progress`` shows a tqdm bar (MB/s, tokens/s, ETA)."""
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    sizes = file_sizes(paths)
+    sizes = file_sizes(paths) if progress else None  # the bar's total; else the pipeline stats files as it goes
     finish = functools.partial(shard_batch, dtype=token_dtype(tokenizer.n_vocab),
                                eot=tokenizer.eot_token if append_eot else None)
     batches = _encoded(tokenizer, paths, finish, separator=separator, jsonl_field=jsonl_field, threads=threads,
                        chunk_bytes=chunk_bytes, errors=errors, sizes=sizes)
     return write_batches(tokenizer, batches, output, sources=[os.fspath(path) for path in paths],
                          append_eot=append_eot, progress=progress,
-                         total_bytes=None if jsonl_field is not None else int(sizes.sum()))
+                         total_bytes=None if jsonl_field is not None or sizes is None else int(sizes.sum()))
 
 
 def write_chunks(tokenizer, chunks: Iterable[TokenChunk], output: str | os.PathLike, *, sources: list[str],

@@ -258,3 +258,39 @@ def test_cli_encode_shard_and_stdin(corpus_dir, capsys):
     printed = subprocess.run([sys.executable, "-m", "crayon.cli", "encode"], input="hello world\n", text=True,
                              capture_output=True, check=True, cwd=Path(__file__).resolve().parents[1]).stdout
     assert printed.split() == [str(t) for t in tok.encode_ordinary("hello world\n")]
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(texts=st.lists(HARD_TEXT, min_size=1, max_size=12), chunk_bytes=st.integers(1, 60), append_eot=st.booleans())
+def test_many_files_grouped_read_by_the_workers(tmp_path_factory, monkeypatch, texts, chunk_bytes, append_eot):
+    """Small files grouped into one task (read on the workers), larger ones mapped and cut, stat'ed in blocks of
+    three: the shard and its offsets are each file's whole-text tokens, in order."""
+    monkeypatch.setattr(reference_pipeline, "STAT_BLOCK", 3)
+    folder = tmp_path_factory.mktemp("files")
+    paths = []
+    for i, text in enumerate(texts):
+        paths.append(folder / f"{i}.txt")
+        paths[-1].write_bytes(text.encode())
+    tok = crayon.load("cl100k_base")
+    eot = [tok.eot_token] if append_eot else []
+    tok.write_tokens(paths, folder / "out.bin", chunk_bytes=chunk_bytes, threads=2, append_eot=append_eot)
+    tokens, meta = read_shard(folder / "out.bin")
+    offsets = meta["document_offsets"]
+    assert meta["documents"] == len(texts) and meta["sources"] == [str(path) for path in paths]
+    for i, text in enumerate(texts):
+        assert tokens[offsets[i] : offsets[i + 1]].tolist() == tok.encode_ordinary(text) + eot
+
+
+def test_a_grouped_file_that_is_not_utf8_or_changed_is_named(tmp_path):
+    tok = crayon.load("cl100k_base")
+    paths = [tmp_path / f"{i}.txt" for i in range(3)]
+    for path, data in zip(paths, [b"fine", b"ok \xff bad", b"fine too"]):
+        path.write_bytes(data)
+    with pytest.raises(ValueError, match=r"1\.txt: not UTF-8 at byte 3"):
+        tok.write_tokens(paths, tmp_path / "out.bin")
+    assert tok.write_tokens(paths, tmp_path / "out.bin", errors="replace")["documents"] == 3
+    sizes = reference_pipeline.file_sizes(paths)
+    paths[2].write_bytes(b"fine too, and grown")
+    task = reference_pipeline.FileGroup(paths, sizes, 0)
+    with pytest.raises(RuntimeError, match=r"2\.txt: the file changed size"):
+        task.load(reference_pipeline.ReusedBuffer())

@@ -339,7 +339,8 @@ class Batch:
         """This batch if its texts are UTF-8; else (``errors="replace"``) one whose texts are the UTF-8 of their
         decoded text (invalid bytes become U+FFFD); else a ValueError naming the document and byte."""
         try:
-            str(memoryview(self.data)[: self.offsets[-1]], "utf-8")  # the cheapest full check: C, ASCII fast path
+            if len(self.data) and self.data.max() >= 0x80:  # ASCII is UTF-8 (numpy's max: SIMD, without the GIL)
+                str(memoryview(self.data), "utf-8")
             return self
         except UnicodeDecodeError as error:
             i = int(np.searchsorted(self.offsets, error.start, side="right")) - 1
@@ -416,9 +417,8 @@ class FileGroup:
         np.cumsum(self.sizes, out=offsets[1:])
         data = buffer.at_least(int(offsets[-1]) + 1)  # one spare byte: a file that grew reads one byte too many
         for path, start, size in zip(self.paths, offsets[:-1].tolist(), self.sizes.tolist()):
-            with open(path, "rb", buffering=0) as file:
-                if _read_into(file, memoryview(data)[start : start + size + 1]) != size:
-                    raise RuntimeError(f"{os.fspath(path)}: the file changed size while it was being encoded")
+            if _read_file_into(path, memoryview(data)[start : start + size + 1]) != size:
+                raise RuntimeError(f"{os.fspath(path)}: the file changed size while it was being encoded")
         documents = np.arange(self.first_document, self.first_document + len(self.paths), dtype=np.int64)
         return Batch(_read_only(data[: offsets[-1]]), offsets, documents, np.ones(len(self.paths), np.bool_), self)
 
@@ -435,12 +435,17 @@ def _read_only(view: np.ndarray) -> np.ndarray:
     return view
 
 
-def _read_into(file, view: memoryview) -> int:
-    """Read ``file`` into ``view`` until either is exhausted; the number of bytes read."""
-    filled = 0
-    while filled < len(view) and (count := file.readinto(view[filled:])):
-        filled += count
-    return filled
+def _read_file_into(path, view: memoryview) -> int:
+    """Read the file ``path`` into ``view`` until either is exhausted; the number of bytes read. (``os.open`` and
+    ``os.readv``: a third of the time of ``open`` and ``readinto``, which build file objects, on small files.)"""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        filled = 0
+        while filled < len(view) and (count := os.readv(descriptor, [view[filled:]])):
+            filled += count
+        return filled
+    finally:
+        os.close(descriptor)
 
 
 def document_tasks(documents: Iterable[Document], rule: CutRule | None, chunk_bytes: int | None,
@@ -463,22 +468,34 @@ def file_tasks(paths: Sequence[str | os.PathLike], rule: CutRule | None, chunk_b
                sizes: np.ndarray | None = None) -> Iterator[PieceGroup | FileGroup]:
     """Files, each one document, as tasks: consecutive files of at most ``chunk_bytes`` in all make one
     ``FileGroup`` (the worker opens and reads them); a larger file is mapped here and cut into pieces. The main
-    thread's work per file is one ``stat`` (``sizes``, if not given)."""
-    sizes = file_sizes(paths) if sizes is None else sizes
+    thread's work per small file is one ``stat`` (``sizes``, if not given: taken ``STAT_BLOCK`` files at a time,
+    as the tasks are needed)."""
+    for block in range(0, len(paths), STAT_BLOCK):
+        block_paths = paths[block : block + STAT_BLOCK]
+        block_sizes = file_sizes(block_paths) if sizes is None else sizes[block : block + STAT_BLOCK]
+        yield from _file_block_tasks(block_paths, block_sizes, block, rule, chunk_bytes)
+
+
+STAT_BLOCK = 1 << 12
+
+
+def _file_block_tasks(paths, sizes: np.ndarray, first: int, rule: CutRule | None, chunk_bytes: int | None,
+                      ) -> Iterator[PieceGroup | FileGroup]:
+    """``file_tasks`` of the files ``paths`` (document numbers from ``first``) of known ``sizes``."""
     ends = np.cumsum(sizes)
     i = 0
     while i < len(paths):
         if chunk_bytes is not None and sizes[i] > chunk_bytes:
             data = _map_file(paths[i])
             document = Document(os.fspath(paths[i]), data, 0, len(data))
-            for piece in document_pieces(i, document, rule, chunk_bytes):
+            for piece in document_pieces(first + i, document, rule, chunk_bytes):
                 yield PieceGroup([piece])
             i += 1
             continue
         following = i + 1
         if chunk_bytes is not None:  # the files i..following-1 hold at most chunk_bytes
             following = max(following, int(np.searchsorted(ends, ends[i] - sizes[i] + chunk_bytes, side="right")))
-        yield FileGroup(paths[i:following], sizes[i:following], i)
+        yield FileGroup(paths[i:following], sizes[i:following], first + i)
         i = following
 
 
