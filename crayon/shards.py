@@ -275,7 +275,7 @@ def _write_sidecar(summary: dict, offsets_path: Path, path: Path) -> None:
         out.write(json.dumps(head)[:-1] + ', "sources": [')
         sources = summary["sources"]
         for start in range(0, len(sources), SIDECAR_BLOCK):
-            out.write((", " if start else "") + ", ".join(map(json.dumps, sources[start : start + SIDECAR_BLOCK])))
+            out.write((", " if start else "") + json.dumps(sources[start : start + SIDECAR_BLOCK])[1:-1])
         out.write('], "document_offsets": [')
         separator = ""
         while block := offsets.read(8 * SIDECAR_BLOCK):
