@@ -294,3 +294,6 @@ def test_a_grouped_file_that_is_not_utf8_or_changed_is_named(tmp_path):
     task = reference_pipeline.FileGroup(paths, sizes, 0)
     with pytest.raises(RuntimeError, match=r"2\.txt: the file changed size"):
         task.load(reference_pipeline.ReusedBuffer())
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(IsADirectoryError, match="folder"):
+        tok.write_tokens([paths[0], tmp_path / "folder"], tmp_path / "out.bin")

@@ -444,6 +444,8 @@ def _read_file_into(path, view: memoryview) -> int:
         while filled < len(view) and (count := os.readv(descriptor, [view[filled:]])):
             filled += count
         return filled
+    except OSError as error:  # readv's error names no file (a folder: "Is a directory")
+        raise type(error)(error.errno, error.strerror, os.fspath(path)) from None
     finally:
         os.close(descriptor)
 
