@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import crayon
 from crayon.shards import read_shard, token_dtype
 from crayon.errors import UnsupportedComponentError
+from crayon.jit import kernels as jit_kernels
 from crayon.jit import pipeline as jit_pipeline
 from crayon.patterns import PATTERNS
 from crayon.reference import pipeline as reference_pipeline
@@ -279,6 +280,27 @@ def test_many_files_grouped_read_by_the_workers(tmp_path_factory, monkeypatch, t
     assert meta["documents"] == len(texts) and meta["sources"] == [str(path) for path in paths]
     for i, text in enumerate(texts):
         assert tokens[offsets[i] : offsets[i + 1]].tolist() == tok.encode_ordinary(text) + eot
+
+
+UTF8_LIKE = st.lists(st.one_of(st.binary(max_size=3), st.sampled_from([b"\xc2\x80", b"\xe0\xa0\x80", b"\xed\xa0\x80",
+                                                                     b"\xf0\x90\x80\x80", b"\xf4\x90\x80\x80",
+                                                                     b"\xc0\xaf", b"\xef\xbf\xbf"]),
+                                st.text(max_size=4).map(lambda t: t.encode("utf-8", "surrogatepass"))),
+                      max_size=8).map(b"".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=UTF8_LIKE)
+def test_the_utf8_check_kernel_agrees_with_python(data):
+    """The pipeline's GIL-free check (compiled and numba kernels) fails exactly where Python's decoder fails."""
+    try:
+        data.decode("utf-8")
+        want = -1
+    except UnicodeDecodeError as error:
+        want = error.start
+    text = np.frombuffer(data, np.uint8)
+    engine = tokenizer("cl100k_base").engine
+    assert engine.utf8_error(text) == jit_kernels.utf8_error_kernel(text) == want
 
 
 def test_a_grouped_file_that_is_not_utf8_or_changed_is_named(tmp_path):

@@ -6,7 +6,8 @@ reference's; what changes is the encoding. A worker hands a loaded batch (its te
 worker's reused buffer, or a piece of a mapped file read in place) to ``JitEngine.encode_utf8_flat``, which
 releases the GIL while it encodes and uses the worker thread's own buffers (piece cache, validity memo, encoder
 scratch), allocated once per thread and reused for every batch: one piece cache per worker, as the kernels write
-their cache without locks. Bytes are checked to be UTF-8 first (``Batch.checked``, once per batch).
+their cache without locks. Bytes are checked to be UTF-8 first, once per batch, by a kernel that also releases
+the GIL (``JitEngine.utf8_error``; ``Batch.checked`` replaces or reports what it finds).
 
 Where the fused kernel does not apply (a tokenizer with added tokens, allowed special tokens, or no jit
 pre-tokenizer), the worker calls the tokenizer's ``encode`` on the decoded text, like the reference.
@@ -40,7 +41,8 @@ def jit_encoder(tokenizer, allowed_special: frozenset[str], errors: str) -> Call
         return text_encoder(tokenizer, allowed_special, errors)
 
     def encode_batch(batch: Batch) -> EncodedBatch:
-        batch = batch.checked(errors)
+        if engine.utf8_error(batch.data) >= 0:  # the kernel checks without the GIL; Python names the error
+            batch = batch.checked(errors)
         tokens, counts = engine.encode_utf8_flat(batch.data, batch.offsets)
         return EncodedBatch(tokens, counts, batch.documents, batch.last, batch.offsets)
 
