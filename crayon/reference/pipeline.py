@@ -355,6 +355,7 @@ class Batch:
 
 
 def _offsets_of(sizes, count: int) -> np.ndarray:
+    """int64 offsets [0, sizes[0], sizes[0] + sizes[1], ...] of ``count`` sizes (an iterable)."""
     offsets = np.zeros(count + 1, np.int64)
     np.cumsum(np.fromiter(sizes, np.int64, count), out=offsets[1:])
     return offsets
@@ -413,8 +414,7 @@ class FileGroup:
     first_document: int
 
     def load(self, buffer: ReusedBuffer) -> Batch:
-        offsets = np.zeros(len(self.paths) + 1, np.int64)
-        np.cumsum(self.sizes, out=offsets[1:])
+        offsets = _offsets_of(self.sizes, len(self.paths))
         data = buffer.at_least(int(offsets[-1]) + 1)  # one spare byte: a file that grew reads one byte too many
         for path, start, size in zip(self.paths, offsets[:-1].tolist(), self.sizes.tolist()):
             if _read_file_into(path, memoryview(data)[start : start + size + 1]) != size:
