@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import crayon
 from crayon.shards import read_shard, token_dtype
 from crayon.errors import UnsupportedComponentError
+from crayon.jit import kernels as jit_kernels
 from crayon.jit import pipeline as jit_pipeline
 from crayon.patterns import PATTERNS
 from crayon.reference import pipeline as reference_pipeline
@@ -258,3 +259,63 @@ def test_cli_encode_shard_and_stdin(corpus_dir, capsys):
     printed = subprocess.run([sys.executable, "-m", "crayon.cli", "encode"], input="hello world\n", text=True,
                              capture_output=True, check=True, cwd=Path(__file__).resolve().parents[1]).stdout
     assert printed.split() == [str(t) for t in tok.encode_ordinary("hello world\n")]
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(texts=st.lists(HARD_TEXT, min_size=1, max_size=12), chunk_bytes=st.integers(1, 60), append_eot=st.booleans())
+def test_many_files_grouped_read_by_the_workers(tmp_path_factory, monkeypatch, texts, chunk_bytes, append_eot):
+    """Small files grouped into one task (read on the workers), larger ones mapped and cut, stat'ed in blocks of
+    three: the shard and its offsets are each file's whole-text tokens, in order."""
+    monkeypatch.setattr(reference_pipeline, "STAT_BLOCK", 3)
+    folder = tmp_path_factory.mktemp("files")
+    paths = []
+    for i, text in enumerate(texts):
+        paths.append(folder / f"{i}.txt")
+        paths[-1].write_bytes(text.encode())
+    tok = crayon.load("cl100k_base")
+    eot = [tok.eot_token] if append_eot else []
+    tok.write_tokens(paths, folder / "out.bin", chunk_bytes=chunk_bytes, threads=2, append_eot=append_eot)
+    tokens, meta = read_shard(folder / "out.bin")
+    offsets = meta["document_offsets"]
+    assert meta["documents"] == len(texts) and meta["sources"] == [str(path) for path in paths]
+    for i, text in enumerate(texts):
+        assert tokens[offsets[i] : offsets[i + 1]].tolist() == tok.encode_ordinary(text) + eot
+
+
+UTF8_LIKE = st.lists(st.one_of(st.binary(max_size=3), st.sampled_from([b"\xc2\x80", b"\xe0\xa0\x80", b"\xed\xa0\x80",
+                                                                     b"\xf0\x90\x80\x80", b"\xf4\x90\x80\x80",
+                                                                     b"\xc0\xaf", b"\xef\xbf\xbf"]),
+                                st.text(max_size=4).map(lambda t: t.encode("utf-8", "surrogatepass"))),
+                      max_size=8).map(b"".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=UTF8_LIKE)
+def test_the_utf8_check_kernel_agrees_with_python(data):
+    """The pipeline's GIL-free check (compiled and numba kernels) fails exactly where Python's decoder fails."""
+    try:
+        data.decode("utf-8")
+        want = -1
+    except UnicodeDecodeError as error:
+        want = error.start
+    text = np.frombuffer(data, np.uint8)
+    engine = tokenizer("cl100k_base").engine
+    assert engine.utf8_error(text) == jit_kernels.utf8_error_kernel(text) == want
+
+
+def test_a_grouped_file_that_is_not_utf8_or_changed_is_named(tmp_path):
+    tok = crayon.load("cl100k_base")
+    paths = [tmp_path / f"{i}.txt" for i in range(3)]
+    for path, data in zip(paths, [b"fine", b"ok \xff bad", b"fine too"]):
+        path.write_bytes(data)
+    with pytest.raises(ValueError, match=r"1\.txt: not UTF-8 at byte 3"):
+        tok.write_tokens(paths, tmp_path / "out.bin")
+    assert tok.write_tokens(paths, tmp_path / "out.bin", errors="replace")["documents"] == 3
+    sizes = reference_pipeline.file_sizes(paths)
+    paths[2].write_bytes(b"fine too, and grown")
+    task = reference_pipeline.FileGroup(paths, sizes, 0)
+    with pytest.raises(RuntimeError, match=r"2\.txt: the file changed size"):
+        task.load(reference_pipeline.ReusedBuffer())
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(IsADirectoryError, match="folder"):
+        tok.write_tokens([paths[0], tmp_path / "folder"], tmp_path / "out.bin")

@@ -1,7 +1,7 @@
-"""The engine's two entry kernels compiled ahead of time into a C extension (``numba.pycc``), so a process that
+"""The engine's entry kernels compiled ahead of time into a C extension (``numba.pycc``), so a process that
 encodes starts without importing numba.
 
-``encode_docs_kernel`` and ``encode_spans_kernel`` of ``crayon.jit.kernels`` are the same Python functions the
+``encode_docs_kernel``, ``encode_spans_kernel`` and ``utf8_error_kernel`` of ``crayon.jit.kernels`` are the same Python functions the
 numba dispatchers compile; pycc compiles them, with everything they call, for the host CPU and for the argument
 types in ``SIGNATURES``, into one extension module that imports in milliseconds (importing numba and loading its
 first cached kernel take about half a second). The module is built once per machine, the first time an engine
@@ -52,6 +52,8 @@ SIGNATURES = {
                            BUFFERS + (_array("u1"), _array("i8")), _array("u4"), _array("i8"), _array("i8")),
     # (data, span_ends, bpe, encoder, cache, memo, scratch, alive, out)
     "encode_spans_kernel": (TEXT, _array("i8"), BPE_TABLES, INT, *BUFFERS, _array("u4")),
+    # (data): the first invalid UTF-8 byte, or -1 (the dataset pipeline checks a batch without the GIL)
+    "utf8_error_kernel": (TEXT,),
 }
 _SOURCES = ("jit", "reference")  # the packages whose modules the kernels call or take constants from
 BUILD_ESTIMATE = "about 25 s"  # measured on a 2-core machine (bench/startup.py)

@@ -263,6 +263,11 @@ class JitEngine:
             return tokens, np.diff(token_offsets)
         return self._encode_docs(data, offsets, 0, len(offsets) - 1)
 
+    def utf8_error(self, data: np.ndarray) -> int:
+        """The offset of the first byte of read-only uint8 ``data`` that starts no valid UTF-8 sequence, or -1:
+        Python's strict decoder's verdict, checked without the GIL."""
+        return int(self.kernels.utf8_error_kernel(data))
+
     def as_list(self, tokens: np.ndarray) -> list[int]:
         """``tokens.tolist()``, checked: a few tokens are converted directly; more are taken from ``id_objects``,
         twice as fast as ``tolist``, the list sharing one Python int per id instead of making each anew."""

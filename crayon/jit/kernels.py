@@ -14,9 +14,9 @@ is faster on non-ASCII text (multilingual.txt: 1.6x the heap encoder; its spans 
 O(n) on a long span. The engine uses the heap encoder, with a note in ``backtrack_violation``, for a vocabulary
 where backtracking is not exact.
 
-``encode_docs_kernel`` and ``encode_spans_kernel`` are the entry kernels: ``crayon.jit.engine`` calls them, as
-numba dispatchers or compiled ahead of time from this module by ``crayon.jit.aot``. The GPU engine runs
-``encode_span_into`` per thread.
+``encode_docs_kernel``, ``encode_spans_kernel`` and ``utf8_error_kernel`` (``crayon.jit.pretokenize``) are the
+entry kernels: ``crayon.jit.engine`` calls them, as numba dispatchers or compiled ahead of time from this module
+by ``crayon.jit.aot``. The GPU engine runs ``encode_span_into`` per thread.
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from crayon.jit.backtrack import backtrack_span
 from crayon.jit.bpe import heap_merge, merge_loop, vocab_lookup, write_byte_tokens
 from crayon.jit.cache import cache_lookup, cache_store, piece_key, piece_row, prefetch_piece, short_token_lookup
 from crayon.jit.lazy import njit
-from crayon.jit.pretokenize import classify_characters, fill_span_ends
+from crayon.jit.pretokenize import classify_characters, fill_span_ends, utf8_error_kernel
 from crayon.jit.status import NEED_SCRATCH, NO_PROGRESS, UNKNOWN_BYTE
 from crayon.reference.cache import MAX_PIECE_BYTES, MAX_PIECE_TOKENS
 
-__all__ = ["ENCODERS", "encode_span_into", "encode_docs_kernel", "encode_spans_kernel"]
+__all__ = ["ENCODERS", "encode_span_into", "encode_docs_kernel", "encode_spans_kernel", "utf8_error_kernel"]
 
 MERGE_LOOP, HEAP, BACKTRACK = 0, 1, 2
 ENCODERS = {"merge_loop": MERGE_LOOP, "heap": HEAP, "backtrack": BACKTRACK}

@@ -162,6 +162,22 @@ def decode_multibyte(data, pos, stop):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
+def utf8_error_kernel(data):
+    """The offset of the first byte of ``data`` (uint8) that starts no valid UTF-8 sequence (by the strict rules
+    of Python's decoder), or -1: where ``bytes(data).decode("utf-8")`` fails, or that it does not."""
+    pos, stop = 0, data.shape[0]
+    while pos < stop:
+        if data[pos] < 0x80:
+            pos += 1
+            continue
+        _, length = decode_multibyte(data, pos, stop)
+        if length == 0:
+            return pos
+        pos += length
+    return -1
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def classify_characters(data, start, stop, tables, classes):
     """First pass: write the class entry of each byte of data[start:stop] into classes[start:stop].
 

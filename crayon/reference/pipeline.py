@@ -2,11 +2,18 @@
 
 ::
 
-    read (mmap)  ->  cut into chunks  ->  encode chunks on a pool of workers  ->  reassemble in order  ->  write
-    file_documents    cut_document        ordered_map(encode_batch, ...)        (ordered_map yields      (crayon.shards
-    jsonl_documents   batch_pieces                                               in input order)          writes shards)
+    plan tasks (main thread)  ->  load, check, encode on a pool of workers  ->  reassemble in order  ->  write
+    file_tasks: files grouped,    Task.load (read/map), Batch.checked,          ordered_map yields      (crayon.shards
+    big files mapped and cut      text_encoder / the jit kernel                 in input order          writes shards)
+    document_tasks: Documents
+    cut into pieces (cut_document)
 
-Every stage is a generator pulling from the one before, and ``ordered_map`` keeps at most ``in_flight`` batches
+A task is what one worker does at once: a ``FileGroup`` (whole small files, about ``chunk_bytes`` in all, which
+the worker opens and reads into its reused buffer) or a ``PieceGroup`` (pieces of documents in memory or mapped,
+cut by ``CutRule``). The main thread's work per small file is one ``stat``; reading, the UTF-8 check, encoding
+and releasing pages happen on the workers (``run_tasks``), so the pool scales with the cores.
+
+Every stage is a generator pulling from the one before, and ``ordered_map`` keeps at most ``in_flight`` tasks
 submitted and not yet handed on: the reader stops reading while the writer is behind (back-pressure), so memory
 is O(in_flight x chunk_bytes) whatever the size of the files. Each document's tokens are exactly
 ``tokenizer.encode(text, allowed_special=allowed, disallowed_special=())`` of its whole text (``encode_ordinary``
@@ -79,10 +86,11 @@ import heapq
 import json
 import mmap
 import os
+import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 import regex
@@ -217,7 +225,9 @@ def _is_whitespace(char: str) -> bool:
 # ------------------------------------------------------------------------------------------- read and cut
 
 
-SMALL_FILE_BYTES = 1 << 16
+def file_sizes(paths: Sequence[str | os.PathLike]) -> np.ndarray:
+    """Each file's size in bytes (int64), as ``stat`` sees it now."""
+    return np.array([os.stat(path).st_size for path in paths], np.int64)
 
 
 def file_documents(paths: Sequence[str | os.PathLike], separator: str | None = None) -> Iterator[Document]:
@@ -243,13 +253,16 @@ def file_documents(paths: Sequence[str | os.PathLike], separator: str | None = N
 
 
 def _map_file(path) -> mmap.mmap | bytes:
-    """A file's bytes: mapped, or read where it is smaller than a chunk (mapping a small file costs more than
-    reading it, and its pages are never worth releasing early)."""
+    """A file's bytes: mapped, or read where it is smaller than ``SMALL_FILE_BYTES`` (mapping a small file costs
+    more than reading it, and its pages are never worth releasing early)."""
     with open(path, "rb") as file:
         size = os.fstat(file.fileno()).st_size
         if size < SMALL_FILE_BYTES:
             return file.read()
         return mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+SMALL_FILE_BYTES = 1 << 16
 
 
 def jsonl_documents(paths: Sequence[str | os.PathLike], field: str) -> Iterator[Document]:
@@ -296,29 +309,203 @@ def cut_document(document: Document, rule: CutRule | None, chunk_bytes: int | No
     yield start, end
 
 
+def document_pieces(index: int, document: Document, rule: CutRule | None, chunk_bytes: int | None) -> Iterator[Piece]:
+    """Document number ``index`` cut into pieces, in order."""
+    ranges = cut_document(document, rule, chunk_bytes)
+    current = next(ranges)
+    for following in ranges:
+        yield Piece(index, document, *current, last=False)
+        current = following
+    yield Piece(index, document, *current, last=True)
+
+
 def pieces(documents: Iterable[Document], rule: CutRule | None, chunk_bytes: int | None) -> Iterator[Piece]:
     """Every document cut into pieces, in order."""
     for index, document in enumerate(documents):
-        ranges = cut_document(document, rule, chunk_bytes)
-        current = next(ranges)
-        for following in ranges:
-            yield Piece(index, document, *current, last=False)
-            current = following
-        yield Piece(index, document, *current, last=True)
+        yield from document_pieces(index, document, rule, chunk_bytes)
 
 
-def batch_pieces(stream: Iterable[Piece], batch_bytes: int | None) -> Iterator[list[Piece]]:
-    """Group consecutive pieces into batches of about ``batch_bytes`` (many small documents make one task)."""
-    batch: list[Piece] = []
+# --------------------------------------------------------------------- tasks: what one worker does at once
+
+
+@dataclass
+class Batch:
+    """A task's texts as a worker loaded them: text i is the bytes data[offsets[i]:offsets[i + 1]] (uint8 data,
+    int64 offsets), part of document ``documents[i]``, whose last part it is when ``last[i]``."""
+
+    data: np.ndarray
+    offsets: np.ndarray
+    documents: np.ndarray
+    last: np.ndarray
+    task: "PieceGroup | FileGroup"
+
+    def text(self, i: int) -> memoryview:
+        return memoryview(self.data)[self.offsets[i] : self.offsets[i + 1]]
+
+    def checked(self, errors: str) -> "Batch":
+        """This batch if its texts are UTF-8; else (``errors="replace"``) one whose texts are the UTF-8 of their
+        decoded text (invalid bytes become U+FFFD); else a ValueError naming the document and byte."""
+        try:
+            if len(self.data) and self.data.max() >= 0x80:  # ASCII is UTF-8 (numpy's max: SIMD, without the GIL)
+                str(memoryview(self.data), "utf-8")
+            return self
+        except UnicodeDecodeError as error:
+            i = int(np.searchsorted(self.offsets, error.start, side="right")) - 1
+            if errors != "replace":
+                name, first_byte = self.task.where(i)
+                raise ValueError(
+                    f"{name}: not UTF-8 at byte {first_byte + error.start - int(self.offsets[i])} ({error.reason}); "
+                    f"pass errors='replace' to encode invalid bytes as U+FFFD") from None
+        texts = [str(self.text(i), "utf-8", "replace").encode("utf-8") for i in range(len(self.documents))]
+        return Batch(np.frombuffer(b"".join(texts), np.uint8), _offsets_of(map(len, texts), len(texts)),
+                     self.documents, self.last, self.task)
+
+
+def _offsets_of(sizes, count: int) -> np.ndarray:
+    """int64 offsets [0, sizes[0], sizes[0] + sizes[1], ...] of ``count`` sizes (an iterable)."""
+    offsets = np.zeros(count + 1, np.int64)
+    np.cumsum(np.fromiter(sizes, np.int64, count), out=offsets[1:])
+    return offsets
+
+
+class ReusedBuffer(threading.local):
+    """A worker thread's byte buffer, grown as needed and reused for every task it loads."""
+
+    def __init__(self):
+        self.array = np.empty(0, np.uint8)
+
+    def at_least(self, size: int) -> np.ndarray:
+        if len(self.array) < size:
+            self.array = np.empty(max(size, 2 * len(self.array)), np.uint8)
+        return self.array
+
+
+@dataclass
+class PieceGroup:
+    """Consecutive pieces of documents already in memory or mapped."""
+
+    pieces: list[Piece]
+
+    def load(self, buffer: ReusedBuffer) -> Batch:
+        """One piece is read in place; several are copied back to back into the worker's buffer."""
+        sizes = [piece.end - piece.start for piece in self.pieces]
+        offsets = _offsets_of(sizes, len(sizes))
+        if len(self.pieces) == 1 and sizes[0]:
+            piece = self.pieces[0]
+            data = np.frombuffer(piece.source.data, np.uint8, sizes[0], piece.start)
+        else:
+            data = buffer.at_least(int(offsets[-1]))
+            for piece, start, end in zip(self.pieces, offsets[:-1].tolist(), offsets[1:].tolist()):
+                data[start:end] = np.frombuffer(piece.source.data, np.uint8, end - start, piece.start)
+            data = _read_only(data[: offsets[-1]])
+        documents = np.fromiter((piece.document for piece in self.pieces), np.int64, len(self.pieces))
+        last = np.fromiter((piece.last for piece in self.pieces), np.bool_, len(self.pieces))
+        return Batch(data, offsets, documents, last, self)
+
+    def where(self, i: int) -> tuple[str, int]:
+        """(document name, offset of text i's first byte in its data) for messages."""
+        return self.pieces[i].source.name, self.pieces[i].start
+
+    def release(self) -> None:
+        for piece in self.pieces:
+            piece.release()
+
+
+@dataclass
+class FileGroup:
+    """Consecutive whole files, each one document (``first_document`` the first's number), read by the worker:
+    the main thread only knows their ``sizes``, and a file whose size changed since is refused."""
+
+    paths: Sequence[str | os.PathLike]
+    sizes: np.ndarray
+    first_document: int
+
+    def load(self, buffer: ReusedBuffer) -> Batch:
+        offsets = _offsets_of(self.sizes, len(self.paths))
+        data = buffer.at_least(int(offsets[-1]) + 1)  # one spare byte: a file that grew reads one byte too many
+        for path, start, size in zip(self.paths, offsets[:-1].tolist(), self.sizes.tolist()):
+            if _read_file_into(path, memoryview(data)[start : start + size + 1]) != size:
+                raise RuntimeError(f"{os.fspath(path)}: the file changed size while it was being encoded")
+        documents = np.arange(self.first_document, self.first_document + len(self.paths), dtype=np.int64)
+        return Batch(_read_only(data[: offsets[-1]]), offsets, documents, np.ones(len(self.paths), np.bool_), self)
+
+    def where(self, i: int) -> tuple[str, int]:
+        return os.fspath(self.paths[i]), 0
+
+    def release(self) -> None:
+        pass
+
+
+def _read_only(view: np.ndarray) -> np.ndarray:
+    """A read-only view (the kernels take text as read-only arrays, as a mapped file is)."""
+    view.flags.writeable = False
+    return view
+
+
+def _read_file_into(path, view: memoryview) -> int:
+    """Read the file ``path`` into ``view`` until either is exhausted; the number of bytes read (``os.open`` and
+    ``os.readv``: no file object is built for a file read once)."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        filled = 0
+        while filled < len(view) and (count := os.readv(descriptor, [view[filled:]])):
+            filled += count
+        return filled
+    except OSError as error:  # readv's error names no file (a folder: "Is a directory")
+        raise type(error)(error.errno, error.strerror, os.fspath(path)) from None
+    finally:
+        os.close(descriptor)
+
+
+def document_tasks(documents: Iterable[Document], rule: CutRule | None, chunk_bytes: int | None,
+                   ) -> Iterator[PieceGroup]:
+    """The documents cut into pieces, grouped into tasks of about ``chunk_bytes`` (many small documents make one
+    task; ``chunk_bytes=None``: a piece per task)."""
+    group: list[Piece] = []
     size = 0
-    for piece in stream:
-        batch.append(piece)
+    for piece in pieces(documents, rule, chunk_bytes):
+        group.append(piece)
         size += piece.end - piece.start
-        if batch_bytes is None or size >= batch_bytes:
-            yield batch
-            batch, size = [], 0
-    if batch:
-        yield batch
+        if chunk_bytes is None or size >= chunk_bytes:
+            yield PieceGroup(group)
+            group, size = [], 0
+    if group:
+        yield PieceGroup(group)
+
+
+def file_tasks(paths: Sequence[str | os.PathLike], rule: CutRule | None, chunk_bytes: int | None,
+               sizes: np.ndarray | None = None) -> Iterator[PieceGroup | FileGroup]:
+    """Files, each one document, as tasks: consecutive files of at most ``chunk_bytes`` in all make one
+    ``FileGroup`` (the worker opens and reads them); a larger file is mapped here and cut into pieces. The main
+    thread's work per small file is one ``stat`` (``sizes``, if not given: taken ``STAT_BLOCK`` files at a time,
+    as the tasks are needed)."""
+    for block in range(0, len(paths), STAT_BLOCK):
+        block_paths = paths[block : block + STAT_BLOCK]
+        block_sizes = file_sizes(block_paths) if sizes is None else sizes[block : block + STAT_BLOCK]
+        yield from _file_block_tasks(block_paths, block_sizes, block, rule, chunk_bytes)
+
+
+STAT_BLOCK = 1 << 12
+
+
+def _file_block_tasks(paths, sizes: np.ndarray, first: int, rule: CutRule | None, chunk_bytes: int | None,
+                      ) -> Iterator[PieceGroup | FileGroup]:
+    """``file_tasks`` of the files ``paths`` (document numbers from ``first``) of known ``sizes``."""
+    ends = np.cumsum(sizes)
+    i = 0
+    while i < len(paths):
+        if chunk_bytes is not None and sizes[i] > chunk_bytes:
+            data = _map_file(paths[i])
+            document = Document(os.fspath(paths[i]), data, 0, len(data))
+            for piece in document_pieces(first + i, document, rule, chunk_bytes):
+                yield PieceGroup([piece])
+            i += 1
+            continue
+        following = i + 1
+        if chunk_bytes is not None:  # the files i..following-1 hold at most chunk_bytes
+            following = max(following, int(np.searchsorted(ends, ends[i] - sizes[i] + chunk_bytes, side="right")))
+        yield FileGroup(paths[i:following], sizes[i:following], first + i)
+        i = following
 
 
 # ------------------------------------------------------------------------------- the pool and reassembly
@@ -350,51 +537,59 @@ def ordered_map(function: Callable, items: Iterable, workers: int, in_flight: in
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def decode_piece(piece: Piece, errors: str) -> str:
-    """The text of a piece; an invalid byte raises with the document and offset, naming ``errors="replace"``."""
-    try:
-        return str(piece.data, "utf-8", errors)
-    except UnicodeDecodeError as error:
-        raise ValueError(
-            f"{piece.source.name}: not UTF-8 at byte {piece.start + error.start} ({error.reason}); "
-            f"pass errors='replace' to encode invalid bytes as U+FFFD") from None
+class EncodedBatch(NamedTuple):
+    """A batch's tokens: text i's ``counts[i]`` tokens follow text i - 1's in ``tokens`` (uint32); ``documents``,
+    ``last`` and the texts' byte ``offsets`` as in ``Batch``."""
+
+    tokens: np.ndarray
+    counts: np.ndarray
+    documents: np.ndarray
+    last: np.ndarray
+    offsets: np.ndarray
 
 
-def text_encoder(tokenizer, allowed_special: frozenset[str], errors: str) -> Callable[[list[Piece]], list[np.ndarray]]:
-    """The worker's task: a batch of pieces -> their tokens (uint32), with the tokenizer's own ``encode``."""
+def text_encoder(tokenizer, allowed_special: frozenset[str], errors: str) -> Callable[[Batch], EncodedBatch]:
+    """The worker's encoding: a batch's texts -> their tokens, with the tokenizer's own ``encode``."""
 
-    def encode_batch(batch: list[Piece]) -> list[np.ndarray]:
-        return [np.asarray(tokenizer.encode(decode_piece(piece, errors), allowed_special=allowed_special,
-                                            disallowed_special=()), dtype=np.uint32) for piece in batch]
+    def encode_batch(batch: Batch) -> EncodedBatch:
+        batch = batch.checked(errors)
+        arrays = [np.asarray(tokenizer.encode(str(batch.text(i), "utf-8"), allowed_special=allowed_special,
+                                              disallowed_special=()), dtype=np.uint32)
+                  for i in range(len(batch.documents))]
+        counts = np.fromiter(map(len, arrays), np.int64, len(arrays))
+        tokens = np.concatenate(arrays) if arrays else np.empty(0, np.uint32)
+        return EncodedBatch(tokens, counts, batch.documents, batch.last, batch.offsets)
 
     return encode_batch
 
 
-def encode_pieces(
-    documents: Iterable[Document],
-    encode_batch: Callable[[list[Piece]], list[np.ndarray]],
-    *,
-    rule: CutRule | None,
-    chunk_bytes: int | None,
-    workers: int,
-    in_flight: int | None = None,
-) -> Iterator[tuple[Piece, np.ndarray]]:
-    """The pipeline: ``(piece, tokens)`` in document order; a document's tokens are its pieces' tokens joined.
-    The caller calls ``piece.release()`` when done with a piece (``encode_documents`` does)."""
-    batches = batch_pieces(pieces(documents, rule, chunk_bytes), chunk_bytes)
-    for batch, arrays in ordered_map(encode_batch, batches, workers, in_flight or 2 * workers):
-        yield from zip(batch, arrays)
+def run_tasks(tasks: Iterable[PieceGroup | FileGroup], work: Callable[[Batch], object], *, workers: int,
+              in_flight: int | None = None) -> Iterator:
+    """``work(task.load(...))`` of each task, in order, on ``workers`` threads: a worker loads the task's bytes
+    into its reused buffer, works, then releases the task's pages. Everything a task needs happens on its
+    worker; the caller's thread only plans tasks and takes results."""
+    buffer = ReusedBuffer()
+
+    def load_and_work(task):
+        try:
+            return work(task.load(buffer))
+        finally:
+            task.release()
+
+    for _, result in ordered_map(load_and_work, tasks, workers, in_flight or 2 * workers):
+        yield result
 
 
-def join_documents(stream: Iterable[tuple[Piece, np.ndarray]]) -> Iterator[tuple[int, np.ndarray]]:
-    """``(document index, tokens)`` of whole documents from a stream of pieces (releasing each piece)."""
+def join_documents(batches: Iterable[EncodedBatch]) -> Iterator[tuple[int, np.ndarray]]:
+    """``(document index, tokens)`` of whole documents from a stream of encoded batches."""
     parts: list[np.ndarray] = []
-    for piece, tokens in stream:
-        parts.append(tokens)
-        piece.release()
-        if piece.last:
-            yield piece.document, np.concatenate(parts) if len(parts) > 1 else parts[0]
-            parts = []
+    for batch in batches:
+        ends = np.cumsum(batch.counts).tolist()
+        for i, (start, end) in enumerate(zip([0, *ends[:-1]], ends)):
+            parts.append(batch.tokens[start:end])
+            if batch.last[i]:
+                yield int(batch.documents[i]), np.concatenate(parts) if len(parts) > 1 else parts[0]
+                parts = []
 
 
 def encode_documents(tokenizer, documents: Iterable[Document], *, allowed_special: Iterable[str] = (),
@@ -404,5 +599,5 @@ def encode_documents(tokenizer, documents: Iterable[Document], *, allowed_specia
     the tokenizer's ``encode`` of the document's text (see the module docstring)."""
     allowed = frozenset(allowed_special)
     rule = None if chunk_bytes is None else CutRule(tokenizer, allowed)
-    yield from join_documents(encode_pieces(documents, text_encoder(tokenizer, allowed, errors), rule=rule,
-                                            chunk_bytes=chunk_bytes, workers=workers))
+    tasks = document_tasks(documents, rule, chunk_bytes)
+    yield from join_documents(run_tasks(tasks, text_encoder(tokenizer, allowed, errors), workers=workers))
