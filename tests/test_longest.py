@@ -1,6 +1,7 @@
 """Greedy longest match: reference and jit give identical ids; byte fallback makes every round trip lossless."""
 
 import functools
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 
 from crayon.jit import longest as jit_longest
 from crayon.jit.dat import compile_dat
+from crayon.jit.pretokenize import PATTERN_IDS, unicode_tables
 from crayon.reference import longest as ref_longest
 from crayon.reference.pretokenize import split
 
@@ -136,5 +138,24 @@ def test_hostile_dat_arrays_give_ids_not_crashes(scale):
             ends = np.array([len(data)])
             ids = jit_longest.encode_spans(text, ends, base, check, values, fallback, ascii_fast_path=fast)
             assert 1 <= len(ids) <= len(data)
+        tables = jit_longest.match_tables(SimpleNamespace(base=base, check=check, values=values, fallback=fallback))
+        count = jit_longest.encode_text_kernel(text, PATTERN_IDS["cl100k_base"], unicode_tables(), tables,
+                                               np.empty(len(data), np.uint8), np.empty(64, np.int64),
+                                               np.empty(len(data), np.int32))
+        assert 1 <= count <= len(data)
+
+
+@pytest.mark.parametrize("kind", ["full", "sparse"])
+def test_engine_kernel_agrees_with_reference_on_corpora(kind):
+    """The fused kernel (pre-tokenizer and match in one pass) against the reference on the cl100k spans."""
+    tables = jit_longest.match_tables(model(kind))
+    for corpus in CORPUS_FILES:
+        data = corpus_text(corpus, limit=20000).encode("utf-8")
+        out = np.empty(len(data), np.int32)
+        count = jit_longest.encode_text_kernel(np.frombuffer(data, np.uint8), PATTERN_IDS["cl100k_base"],
+                                               unicode_tables(), tables, np.empty(len(data), np.uint8),
+                                               np.empty(64, np.int64), out)
+        expected = ref_longest.encode_spans(data, span_ends(data.decode("utf-8")), *dat_of(model(kind)), model(kind).fallback)
+        assert out[:count].tolist() == expected
 
 

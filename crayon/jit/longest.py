@@ -1,7 +1,11 @@
 """Numba greedy longest match over a DAT: the same ids as ``crayon.reference.longest`` (see it for the rules).
 
 ``encode_spans`` encodes a whole text, cut into spans by an array of span ends, in one call; ``LongestMatchEngine``
-is the jit engine of a longest-match ``Tokenizer`` (its ``model`` a ``LongestMatchModel``). The kernel reads
+is the jit engine of a longest-match ``Tokenizer`` (its ``model`` a ``LongestMatchModel``), which for a known
+pattern runs ``encode_text_kernel``: the jit pre-tokenizer and the match in one pass over the text, walking the
+interleaved DAT of ``crayon.jit.backtrack`` (measured on big.txt with ``lite``, one core: the match is about
+half the kernel's time, the pre-tokenizer the other half; a whole-span lookup in a table of short tokens before
+the walk, as the BPE kernels do, measured no faster). The kernels read
 the DAT arrays only at indices it has checked (``0 <= t < min(len(base), len(check), len(values))``), so a
 corrupt or hostile DAT gives wrong ids, never a crash.
 
@@ -18,16 +22,22 @@ from typing import Sequence
 
 import numpy as np
 
+from crayon.errors import CartridgeError
+from crayon.jit.backtrack import interleave_dat, prefix_states
 from crayon.jit.cores import available_cores
 from crayon.jit.dat import check_dat_arrays
+from crayon.jit.engine import id_objects
+from crayon.jit.kernels import SPAN_BATCH
 from crayon.jit.lazy import njit
-from crayon.jit.pretokenize import jit_pattern_of, span_ends
+from crayon.jit.pretokenize import PATTERN_IDS, classify_characters, fill_span_ends, jit_pattern_of, unicode_tables
+from crayon.jit.status import NO_PROGRESS, raise_for_status
 from crayon.reference.engine import flat_from_arrays
 
 
 class LongestMatchEngine:
-    """Encodes ordinary text of a longest-match tokenizer: pre-tokenize (the jit spanner for a known pattern),
-    then ``encode_spans`` over the whole text."""
+    """Encodes ordinary text of a longest-match tokenizer. With a known pattern, ``encode_text_kernel`` runs the
+    jit pre-tokenizer and the match over the text in one pass; otherwise the pre-tokenizer (and normalizer) run
+    in Python, then ``encode_spans``. Lists are built from ``id_objects`` (one shared Python int per id)."""
 
     name = "jit"
     capabilities = frozenset({"threads", "compiled"})
@@ -36,26 +46,45 @@ class LongestMatchEngine:
         model = tokenizer.model
         check_dat_arrays(model.base, model.check, model.values)
         self._dat = (model.base, model.check, model.values)
+        self._model = model
         self._fallback = np.ascontiguousarray(model.fallback, dtype=np.int32)
+        self._n_ids = max(model.token_bytes, default=-1) + 1  # every id a sound DAT or the fallback can give
         self._normalizer = tokenizer.normalizer
         self._pretokenizer = tokenizer.pretokenizer
         self._pattern_name = jit_pattern_of(tokenizer)
+        self._walk_tables = None  # match_tables(model), built at the first encode
+
+    def _tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self._walk_tables is None:
+            self._walk_tables = match_tables(self._model)
+        return self._walk_tables
 
     def encode_ordinary_array(self, text: str) -> np.ndarray:
         """Ids of ordinary text (no special tokens) as a uint32 array."""
         if self._pattern_name is not None:
-            data = text.encode("utf-8")
-            ends = span_ends(data, self._pattern_name)
-        else:
-            if self._normalizer is not None:
-                text = self._normalizer(text)
-            spans = [span.encode("utf-8") for span in self._pretokenizer(text)]
-            data = b"".join(spans)
-            ends = np.cumsum(np.fromiter(map(len, spans), np.int64, len(spans)))
+            data = np.frombuffer(text.encode("utf-8"), np.uint8)
+            out = np.empty(len(data), np.int32)
+            count = encode_text_kernel(data, PATTERN_IDS[self._pattern_name], unicode_tables(), self._tables(),
+                                       np.empty(len(data), np.uint8), np.empty(SPAN_BATCH, np.int64), out)
+            if count < 0:
+                raise_for_status(count, data, self._fallback)
+            return out[:count].view(np.uint32)
+        if self._normalizer is not None:
+            text = self._normalizer(text)
+        spans = [span.encode("utf-8") for span in self._pretokenizer(text)]
+        data = b"".join(spans)
+        ends = np.cumsum(np.fromiter(map(len, spans), np.int64, len(spans)))
         return encode_spans(np.frombuffer(data, np.uint8), ends, *self._dat, self._fallback).view(np.uint32)
 
     def encode_ordinary(self, text: str) -> list[int]:
-        return self.encode_ordinary_array(text).tolist()
+        return self.as_list(self.encode_ordinary_array(text))
+
+    def as_list(self, ids: np.ndarray) -> list[int]:
+        """``ids.tolist()`` through ``id_objects``; CartridgeError for an id no token has (a corrupt DAT)."""
+        try:
+            return id_objects(self._n_ids).take(ids).tolist()
+        except IndexError:
+            raise CartridgeError("the DAT is corrupt: an id outside the vocabulary came out") from None
 
     def encode_ordinary_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
         """Ids of each text; ``num_threads`` threads (default: ``available_cores()``) share the texts."""
@@ -152,6 +181,64 @@ def encode_span_into(text, start, end, base, check, values, fallback, out, count
                 best_id, best_length = values[state], walked
         if best_length == 0:
             best_id, best_length = fallback[text[position]], 1
+        out[count] = best_id
+        count += 1
+        position += best_length
+    return count
+
+
+def match_tables(model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What ``encode_text_kernel`` reads of a ``LongestMatchModel``: ``(dat_rows, starts, fallback)``, the
+    interleaved DAT (``interleave_dat``), its ``prefix_states`` and the byte fallback ids."""
+    check_dat_arrays(model.base, model.check, model.values)
+    dat_rows = interleave_dat(model.base, model.check, model.values)
+    return dat_rows, prefix_states(dat_rows), np.ascontiguousarray(model.fallback, dtype=np.int32)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def encode_text_kernel(data, pattern_id, char_tables, tables, classes, ends, out):
+    """Ids of the UTF-8 text ``data`` into ``out`` (room for ``len(data)``): its spans from the jit pre-tokenizer
+    (``classes``: ``len(data)`` bytes, ``ends``: a batch of span ends), each matched as it is found, with
+    ``tables`` from ``match_tables``. The count, or NO_PROGRESS."""
+    dat_rows, starts, fallback = tables
+    stop = data.shape[0]
+    classify_characters(data, 0, stop, char_tables, classes)
+    count = 0
+    position = 0
+    while position < stop:
+        found = fill_span_ends(classes, position, stop, pattern_id, char_tables, ends)
+        for i in range(found):
+            end = ends[i]
+            if end <= position or end > stop:
+                return NO_PROGRESS
+            count = match_span_rows(data, position, end, dat_rows, starts, fallback, out, count)
+            position = end
+    return count
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def match_span_rows(data, start, end, dat_rows, starts, fallback, out, count):
+    """``encode_span_into`` over the interleaved DAT: one 16-byte row per step, the first two steps one read of
+    ``starts``. ``fallback`` must be ``byte_fallback_ids`` of the same DAT: it is the one-byte match too. Every
+    row index read is checked or comes from ``starts``."""
+    size = dat_rows.shape[0]
+    position = start
+    while position < end:
+        byte = np.int64(data[position])
+        best_id, best_length = np.int64(fallback[byte]), 1  # the byte's own token where it has one
+        if position + 1 < end:
+            state = np.int64(starts[256 + (byte << 8) + np.int64(data[position + 1])])
+            walked = 2
+            while state >= 0:
+                if dat_rows[state, 2] >= 0:
+                    best_id, best_length = dat_rows[state, 2], walked
+                if position + walked >= end:
+                    break
+                target = np.int64(dat_rows[state, 0]) + np.int64(data[position + walked])
+                if target < 0 or target >= size or dat_rows[target, 1] != state:
+                    break
+                state = target
+                walked += 1
         out[count] = best_id
         count += 1
         position += best_length
