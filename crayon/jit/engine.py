@@ -31,6 +31,7 @@ from crayon.jit.backtrack import backtracking_violation, check_backtrack_tables,
 from crayon.jit.cache import new_piece_cache
 from crayon.jit.cores import available_cores
 from crayon.jit.kernels import ENCODERS, SPAN_BATCH
+from crayon.jit.long_text import LongTexts
 from crayon.jit.pretokenize import PATTERN_IDS, jit_pattern_of, unicode_tables
 from crayon.jit.regex_vm import compiled_splits_of, kept_text
 from crayon.jit.status import NEED_SCRATCH, raise_for_status
@@ -119,6 +120,7 @@ class JitEngine:
             raise ValueError(f"unknown kernels {kernels!r}; choose one of {', '.join(KERNEL_CHOICES)}")
         self._kernel_choice = kernels
         self._kernels = None
+        self.long_texts = LongTexts(tokenizer)  # a text of 1 MB or more is cut and encoded on every core
 
     @property
     def kernels(self):
@@ -233,11 +235,15 @@ class JitEngine:
             if self.pattern_id is None:
                 return self.encode_spans(self._split(text))
             encoded = text.encode("utf-8")
-            data = np.frombuffer(encoded, np.uint8)
-            tokens, _ = self._encode_docs(data, np.array([0, len(encoded)], np.int64), 0, 1)
-            return tokens
+            tokens = self.long_texts.encode(encoded, self._encode_text)
+            return self._encode_text(np.frombuffer(encoded, np.uint8)) if tokens is None else tokens
         except UnknownTokenError:
             return self._encode_without_byte_tokens(text)
+
+    def _encode_text(self, data: np.ndarray) -> np.ndarray:
+        """Tokens of one UTF-8 text (uint8) with the fused kernel, on the calling thread."""
+        tokens, _ = self._encode_docs(data, np.array([0, len(data)], np.int64), 0, 1)
+        return tokens
 
     def _encode_without_byte_tokens(self, text: str) -> np.ndarray:
         """A text holding a byte that is no token of its own (the kernels start every span from byte tokens):

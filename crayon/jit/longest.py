@@ -29,6 +29,7 @@ from crayon.jit.dat import check_dat_arrays
 from crayon.jit.engine import id_objects
 from crayon.jit.kernels import SPAN_BATCH
 from crayon.jit.lazy import njit
+from crayon.jit.long_text import LongTexts
 from crayon.jit.pretokenize import PATTERN_IDS, classify_characters, fill_span_ends, jit_pattern_of, unicode_tables
 from crayon.jit.status import NO_PROGRESS, raise_for_status
 from crayon.reference.engine import flat_from_arrays
@@ -53,6 +54,7 @@ class LongestMatchEngine:
         self._pretokenizer = tokenizer.pretokenizer
         self._pattern_name = jit_pattern_of(tokenizer)
         self._walk_tables = None  # match_tables(model), built at the first encode
+        self.long_texts = LongTexts(tokenizer)  # a text of 1 MB or more is cut and encoded on every core
 
     def _tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if self._walk_tables is None:
@@ -62,19 +64,24 @@ class LongestMatchEngine:
     def encode_ordinary_array(self, text: str) -> np.ndarray:
         """Ids of ordinary text (no special tokens) as a uint32 array."""
         if self._pattern_name is not None:
-            data = np.frombuffer(text.encode("utf-8"), np.uint8)
-            out = np.empty(len(data), np.int32)
-            count = encode_text_kernel(data, PATTERN_IDS[self._pattern_name], unicode_tables(), self._tables(),
-                                       np.empty(len(data), np.uint8), np.empty(SPAN_BATCH, np.int64), out)
-            if count < 0:
-                raise_for_status(count, data, self._fallback)
-            return out[:count].view(np.uint32)
+            encoded = text.encode("utf-8")
+            tokens = self.long_texts.encode(encoded, self._encode_text)
+            return self._encode_text(np.frombuffer(encoded, np.uint8)) if tokens is None else tokens
         if self._normalizer is not None:
             text = self._normalizer(text)
         spans = [span.encode("utf-8") for span in self._pretokenizer(text)]
         data = b"".join(spans)
         ends = np.cumsum(np.fromiter(map(len, spans), np.int64, len(spans)))
         return encode_spans(np.frombuffer(data, np.uint8), ends, *self._dat, self._fallback).view(np.uint32)
+
+    def _encode_text(self, data: np.ndarray) -> np.ndarray:
+        """Ids (uint32) of one UTF-8 text (uint8) with ``encode_text_kernel``, on the calling thread."""
+        out = np.empty(len(data), np.int32)
+        count = encode_text_kernel(data, PATTERN_IDS[self._pattern_name], unicode_tables(), self._tables(),
+                                   np.empty(len(data), np.uint8), np.empty(SPAN_BATCH, np.int64), out)
+        if count < 0:
+            raise_for_status(count, data, self._fallback)
+        return out[:count].view(np.uint32)
 
     def encode_ordinary(self, text: str) -> list[int]:
         return self.as_list(self.encode_ordinary_array(text))
