@@ -50,15 +50,17 @@ def test_texts_are_cut_only_where_a_rule_is_proven():
     long_texts = words.engine.long_texts
     long_texts.min_bytes, long_texts.part_bytes, long_texts.threads = 1, 1, 2
     text = "a b\nc " * 50
-    assert long_texts.encode(text.encode("utf-8"), lambda part: pytest.fail("must not be cut")) is None
+    assert long_texts.threads_for(len(text)) == 1
     assert "no proven rule" in long_texts.refusal
     assert words.encode(text) == crayon.load("cl100k_base", pattern=r"\S+|\s+").encode(text)
 
 
 def test_short_texts_and_one_thread_are_not_cut():
-    tok = crayon.load("cl100k_base")
-    long_texts = tok.engine.long_texts
+    long_texts = crayon.load("cl100k_base").engine.long_texts
     assert long_texts.min_bytes == 1 << 20  # the default
-    assert long_texts.encode(b"hello world " * 10, lambda part: pytest.fail("must not be cut")) is None
+    assert long_texts.threads_for((1 << 20) - 1) == 1
+    long_texts.threads = 2
+    assert long_texts.threads_for(1 << 20) == 2
+    assert long_texts.encode_parts(b"hello world " * 10, lambda part: pytest.fail("must not be cut"), list, 2) is None
     long_texts.min_bytes, long_texts.threads = 1, 1
-    assert long_texts.encode(b"hello world " * 10, lambda part: pytest.fail("must not be cut")) is None
+    assert long_texts.threads_for(100) == 1

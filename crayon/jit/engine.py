@@ -31,7 +31,7 @@ from crayon.jit.backtrack import backtracking_violation, check_backtrack_tables,
 from crayon.jit.cache import new_piece_cache
 from crayon.jit.cores import available_cores
 from crayon.jit.kernels import ENCODERS, SPAN_BATCH
-from crayon.jit.long_text import LongTexts
+from crayon.jit.long_text import LongTexts, joined_arrays, joined_lists
 from crayon.jit.pretokenize import PATTERN_IDS, jit_pattern_of, unicode_tables
 from crayon.jit.regex_vm import compiled_splits_of, kept_text
 from crayon.jit.status import NEED_SCRATCH, raise_for_status
@@ -235,7 +235,8 @@ class JitEngine:
             if self.pattern_id is None:
                 return self.encode_spans(self._split(text))
             encoded = text.encode("utf-8")
-            tokens = self.long_texts.encode(encoded, self._encode_text)
+            tokens = self.long_texts.encode_parts(encoded, self._encode_text, joined_arrays,
+                                                  self.long_texts.threads_for(len(encoded)))
             return self._encode_text(np.frombuffer(encoded, np.uint8)) if tokens is None else tokens
         except UnknownTokenError:
             return self._encode_without_byte_tokens(text)
@@ -254,6 +255,15 @@ class JitEngine:
     def encode_ordinary(self, text: str) -> list[int]:
         if self.pattern_id is not None and len(text) <= SHORT_CALL_BYTES // 4:  # so at most SHORT_CALL_BYTES bytes
             tokens = self._encode_short(text.encode("utf-8"))
+            if tokens is not None:
+                return tokens
+        threads = 1 if self.pattern_id is None else self.long_texts.threads_for(4 * len(text))
+        if threads > 1:
+            try:
+                tokens = self.long_texts.encode_parts(text.encode("utf-8"), lambda part: self.as_list(self._encode_text(part)),
+                                                  joined_lists, threads)
+            except UnknownTokenError:
+                tokens = None  # encode_ordinary_array answers
             if tokens is not None:
                 return tokens
         return self.as_list(self.encode_ordinary_array(text))

@@ -2,9 +2,11 @@
 ``crayon.reference.pipeline``: the tokens of A + B are those of A then those of B), the parts encoded on a
 thread pool by a GIL-free kernel, their tokens concatenated: exactly the whole text's tokens.
 
-The engines (``crayon.jit.engine.JitEngine``, ``crayon.jit.longest.LongestMatchEngine``) hand every ordinary text
+The engines (``crayon.jit.engine.JitEngine``, ``crayon.jit.longest.LongestMatchEngine``) cut every ordinary text
 of at least ``LongTexts.min_bytes`` UTF-8 bytes (default ``LONG_TEXT_BYTES``, 1 MB, or the environment variable
-``CRAYON_LONG_TEXT_BYTES``) to ``LongTexts.encode``. The engines see ordinary text only (``Tokenizer`` cuts
+``CRAYON_LONG_TEXT_BYTES``) with ``LongTexts.encode_parts``; each part's list of ids is made on the thread that
+encoded it (building lists holds the GIL, so it overlaps with another thread's kernel), and the caller only joins
+them. The engines see ordinary text only (``Tokenizer`` cuts
 special and added tokens out first), so the rule is the pre-tokenizer's alone; a tokenizer it does not cover
 (no known pattern, a normalizer) keeps encoding on one thread, as does a text with no cut in it.
 """
@@ -15,14 +17,14 @@ import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
-from typing import Callable
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
 from crayon.jit.cores import available_cores
 
 LONG_TEXT_BYTES = int(os.environ.get("CRAYON_LONG_TEXT_BYTES", 1 << 20))
-PARTS_PER_THREAD = 4  # parts of about equal size per thread, so that a slow part does not leave a core idle
+PARTS_PER_THREAD = 8  # parts per thread: the last part, whose list is joined after the others, is small
 MIN_PART_BYTES = 1 << 16
 
 
@@ -64,18 +66,39 @@ class LongTexts:
         part = self.part_bytes or max(MIN_PART_BYTES, math.ceil(len(data) / (threads * PARTS_PER_THREAD)))
         return list(cut_document(Document("text", data, 0, len(data)), self.cut_rule(), part))
 
-    def encode(self, encoded: bytes, encode_part: Callable[[np.ndarray], np.ndarray]) -> np.ndarray | None:
-        """The tokens of the UTF-8 text ``encoded``, its parts encoded by ``encode_part`` (a uint8 array -> its
-        tokens, called on several threads) and concatenated; None where the text is not cut (shorter than
-        ``min_bytes``, one thread, no rule, or no cut in it): the caller encodes it whole."""
-        if len(encoded) < self.min_bytes:
-            return None
+    def threads_for(self, size: int) -> int:
+        """How many threads a text of at most ``size`` UTF-8 bytes is cut for: 1 where it is not cut (shorter than
+        ``min_bytes``, one core, or no proven rule for this tokenizer)."""
+        if size < self.min_bytes:
+            return 1
         threads = available_cores() if self.threads is None else self.threads
-        if threads < 2 or self.cut_rule() is None:
+        return threads if threads > 1 and self.cut_rule() is not None else 1
+
+    def encode_parts(self, encoded: bytes, encode_part: Callable[[np.ndarray], Any], join: Callable[[Iterator], Any],
+                     threads: int) -> Any:
+        """``join`` of the iterator of ``encode_part`` (a uint8 array -> its tokens, called on ``threads`` threads at
+        once) of each part of the UTF-8 text ``encoded``, in order (``join`` takes each part as soon as it and the
+        ones before it are done, while the threads encode the rest); None where the text is not cut (shorter than
+        ``min_bytes`` or no cut in it): the caller encodes it whole."""
+        if len(encoded) < self.min_bytes or threads < 2:
             return None
         ranges = self.parts(encoded, threads)
         if len(ranges) < 2:
             return None
         data = np.frombuffer(encoded, np.uint8)
         with ThreadPoolExecutor(min(threads, len(ranges))) as pool:
-            return np.concatenate(list(pool.map(lambda bounds: encode_part(data[bounds[0] : bounds[1]]), ranges)))
+            return join(pool.map(lambda bounds: encode_part(data[bounds[0] : bounds[1]]), ranges))
+
+
+def joined_lists(parts: Iterable[list[int]]) -> list[int]:
+    """The lists one after the other, in the first one."""
+    parts = iter(parts)
+    joined = next(parts)
+    for part in parts:
+        joined += part
+    return joined
+
+
+def joined_arrays(parts: Iterable[np.ndarray]) -> np.ndarray:
+    """The arrays one after the other."""
+    return np.concatenate(list(parts))

@@ -29,7 +29,7 @@ from crayon.jit.dat import check_dat_arrays
 from crayon.jit.engine import id_objects
 from crayon.jit.kernels import SPAN_BATCH
 from crayon.jit.lazy import njit
-from crayon.jit.long_text import LongTexts
+from crayon.jit.long_text import LongTexts, joined_arrays, joined_lists
 from crayon.jit.pretokenize import PATTERN_IDS, classify_characters, fill_span_ends, jit_pattern_of, unicode_tables
 from crayon.jit.status import NO_PROGRESS, raise_for_status
 from crayon.reference.engine import flat_from_arrays
@@ -65,7 +65,8 @@ class LongestMatchEngine:
         """Ids of ordinary text (no special tokens) as a uint32 array."""
         if self._pattern_name is not None:
             encoded = text.encode("utf-8")
-            tokens = self.long_texts.encode(encoded, self._encode_text)
+            tokens = self.long_texts.encode_parts(encoded, self._encode_text, joined_arrays,
+                                                  self.long_texts.threads_for(len(encoded)))
             return self._encode_text(np.frombuffer(encoded, np.uint8)) if tokens is None else tokens
         if self._normalizer is not None:
             text = self._normalizer(text)
@@ -84,6 +85,12 @@ class LongestMatchEngine:
         return out[:count].view(np.uint32)
 
     def encode_ordinary(self, text: str) -> list[int]:
+        threads = 1 if self._pattern_name is None else self.long_texts.threads_for(4 * len(text))
+        if threads > 1:
+            tokens = self.long_texts.encode_parts(text.encode("utf-8"), lambda part: self.as_list(self._encode_text(part)),
+                                                  joined_lists, threads)
+            if tokens is not None:
+                return tokens
         return self.as_list(self.encode_ordinary_array(text))
 
     def as_list(self, ids: np.ndarray) -> list[int]:
