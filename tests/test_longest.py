@@ -33,10 +33,10 @@ def model(kind: str) -> ref_longest.LongestMatchModel:
     return ref_longest.LongestMatchModel(tokens, *compile_dat(list(tokens.values()), list(tokens)), FIRST_RESERVED)
 
 
-def span_ends(text: str) -> list[int]:
-    """Byte offsets where cl100k's pre-tokenizer spans end."""
+def span_ends(text: str, pattern: str = "cl100k_base") -> list[int]:
+    """Byte offsets where the pattern's pre-tokenizer spans end."""
     ends, position = [], 0
-    for span in split(text, "cl100k_base"):
+    for span in split(text, pattern):
         position += len(span.encode("utf-8"))
         ends.append(position)
     return ends
@@ -145,17 +145,39 @@ def test_hostile_dat_arrays_give_ids_not_crashes(scale):
         assert 1 <= count <= len(data)
 
 
+def encode_text(data: bytes, pattern: str, kind: str) -> list[int]:
+    """The fused kernel (pre-tokenizer and match in one pass) on UTF-8 ``data``."""
+    out = np.empty(len(data), np.int32)
+    count = jit_longest.encode_text_kernel(np.frombuffer(data, np.uint8), PATTERN_IDS[pattern], unicode_tables(),
+                                           jit_longest.match_tables(model(kind)), np.empty(len(data), np.uint8),
+                                           np.empty(64, np.int64), out)
+    return out[:count].tolist()
+
+
 @pytest.mark.parametrize("kind", ["full", "sparse"])
 def test_engine_kernel_agrees_with_reference_on_corpora(kind):
-    """The fused kernel (pre-tokenizer and match in one pass) against the reference on the cl100k spans."""
-    tables = jit_longest.match_tables(model(kind))
     for corpus in CORPUS_FILES:
-        data = corpus_text(corpus, limit=20000).encode("utf-8")
-        out = np.empty(len(data), np.int32)
-        count = jit_longest.encode_text_kernel(np.frombuffer(data, np.uint8), PATTERN_IDS["cl100k_base"],
-                                               unicode_tables(), tables, np.empty(len(data), np.uint8),
-                                               np.empty(64, np.int64), out)
-        expected = ref_longest.encode_spans(data, span_ends(data.decode("utf-8")), *dat_of(model(kind)), model(kind).fallback)
-        assert out[:count].tolist() == expected
+        text = corpus_text(corpus, limit=20000)
+        for pattern in ("cl100k_base", "o200k_base", "gpt2"):
+            expected = ref_longest.encode_spans(text.encode("utf-8"), span_ends(text, pattern), *dat_of(model(kind)),
+                                                model(kind).fallback)
+            assert encode_text(text.encode("utf-8"), pattern, kind) == expected
 
 
+ASCII_WORDS = st.lists(st.sampled_from(["hello", "Hello", "HELLO", "HTMLparser", "camelCase", " ", "  ", "'s", "'T",
+                                        "'ll", "'", "é", "\u0301", "ʰ", "日本", "1", "12345", ",", ".\n", "\r\n", "\n",
+                                        "/", "(", "A", "a", "_", "\t"]), max_size=30).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ASCII_WORDS, st.sampled_from(["cl100k_base", "o200k_base", "gpt2"]))
+def test_engine_kernel_agrees_with_reference_around_ascii_words(text, pattern):
+    """Where the kernel's ASCII word shortcut ends a span, and where it must leave it to the pre-tokenizer."""
+    data = text.encode("utf-8")
+    ends = span_ends(text, pattern)
+    array = np.frombuffer(data, np.uint8)
+    for start, end in zip([0, *ends], ends):
+        shortcut = jit_longest.ascii_word_end(array, start, len(data), PATTERN_IDS[pattern])
+        assert shortcut in (-1, end), (data[start:end], data[start:shortcut])
+    expected = ref_longest.encode_spans(data, ends, *dat_of(model("full")), model("full").fallback)
+    assert encode_text(data, pattern, "full") == expected

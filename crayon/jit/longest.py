@@ -30,7 +30,8 @@ from crayon.jit.engine import id_objects
 from crayon.jit.kernels import SPAN_BATCH
 from crayon.jit.lazy import njit
 from crayon.jit.long_text import LongTexts, joined_arrays, joined_lists
-from crayon.jit.pretokenize import PATTERN_IDS, classify_characters, fill_span_ends, jit_pattern_of, unicode_tables
+from crayon.jit.pretokenize import (CL100K, O200K, PATTERN_IDS, classify_characters, fill_span_ends, jit_pattern_of,
+                                    unicode_tables)
 from crayon.jit.status import NO_PROGRESS, raise_for_status
 from crayon.reference.engine import flat_from_arrays
 
@@ -220,14 +221,51 @@ def encode_text_kernel(data, pattern_id, char_tables, tables, classes, ends, out
     count = 0
     position = 0
     while position < stop:
-        found = fill_span_ends(classes, position, stop, pattern_id, char_tables, ends)
-        for i in range(found):
-            end = ends[i]
+        end = ascii_word_end(data, position, stop, pattern_id)
+        if end < 0:
+            found = fill_span_ends(classes, position, stop, pattern_id, char_tables, ends[:1])
+            end = ends[0] if found == 1 else -1
             if end <= position or end > stop:
                 return NO_PROGRESS
-            count = match_span_rows(data, position, end, dat_rows, starts, fallback, out, count)
-            position = end
+        count = match_span_rows(data, position, end, dat_rows, starts, fallback, out, count)
+        position = end
     return count
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _is_lower(byte):
+    return 0x61 <= byte <= 0x7A
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _is_upper(byte):
+    return 0x41 <= byte <= 0x5A
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def ascii_word_end(data, start, stop, pattern_id):
+    """The end of the span at ``start`` where it is an ASCII word the pre-tokenizer's first word alternative takes
+    whole and an ASCII byte (or the text's end) certainly ends, else -1 (``fill_span_ends`` answers): for o200k
+    ``[ ]?[A-Z]*[a-z]+`` not followed by ``[a-z']``, for cl100k ``[ ]?[A-Za-z]+`` not followed by ``[A-Za-z]``, both
+    not followed by a byte >= 0x80 (a letter or mark outside ASCII could go on with the word). r50k: always -1."""
+    if pattern_id != O200K and pattern_id != CL100K:
+        return -1
+    position = start + 1 if data[start] == 0x20 else start  # ' ' is [^\r\n\p{L}\p{N}], the word's prefix
+    if pattern_id == O200K:
+        while position < stop and _is_upper(data[position]):
+            position += 1
+        word = position
+        while position < stop and _is_lower(data[position]):
+            position += 1
+        if position == word or (position < stop and (data[position] >= 0x80 or data[position] == 0x27)):
+            return -1  # no lower-case letter, or what follows may be a letter, a mark or a contraction
+        return position
+    word = position
+    while position < stop and (_is_lower(data[position]) or _is_upper(data[position])):
+        position += 1
+    if position == word or (position < stop and data[position] >= 0x80):
+        return -1
+    return position
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
