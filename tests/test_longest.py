@@ -165,19 +165,21 @@ def test_engine_kernel_agrees_with_reference_on_corpora(kind):
 
 
 ASCII_WORDS = st.lists(st.sampled_from(["hello", "Hello", "HELLO", "HTMLparser", "camelCase", " ", "  ", "'s", "'T",
-                                        "'ll", "'", "é", "\u0301", "ʰ", "日本", "1", "12345", ",", ".\n", "\r\n", "\n",
-                                        "/", "(", "A", "a", "_", "\t"]), max_size=30).map("".join)
+                                        "'ll", "'", "é", "\u0301", "ʰ", "日本", "1", "12345", "½", "٣", ",", ".\n",
+                                        "\r\n", "\n", "\r", "/", "//", "(", "A", "a", "_", "\t", "\x0b", "\x1c", "\x7f",
+                                        "\x00", "—", "...", "$", "\u00a0"]), max_size=30).map("".join)
 
 
 @settings(max_examples=300, deadline=None)
 @given(ASCII_WORDS, st.sampled_from(["cl100k_base", "o200k_base", "gpt2"]))
-def test_engine_kernel_agrees_with_reference_around_ascii_words(text, pattern):
-    """Where the kernel's ASCII word shortcut ends a span, and where it must leave it to the pre-tokenizer."""
+def test_engine_kernel_agrees_with_reference_around_ascii_spans(text, pattern):
+    """Where the kernel's ASCII shortcut ends a span (the reference's end), and where it leaves it to the
+    pre-tokenizer (-1)."""
     data = text.encode("utf-8")
     ends = span_ends(text, pattern)
     array = np.frombuffer(data, np.uint8)
     for start, end in zip([0, *ends], ends):
-        shortcut = jit_longest.ascii_word_end(array, start, len(data), PATTERN_IDS[pattern])
+        shortcut = jit_longest.ascii_span_end(array, start, len(data), PATTERN_IDS[pattern])
         assert shortcut in (-1, end), (data[start:end], data[start:shortcut])
     expected = ref_longest.encode_spans(data, ends, *dat_of(model("full")), model("full").fallback)
     assert encode_text(data, pattern, "full") == expected

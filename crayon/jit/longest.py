@@ -221,7 +221,7 @@ def encode_text_kernel(data, pattern_id, char_tables, tables, classes, ends, out
     count = 0
     position = 0
     while position < stop:
-        end = ascii_word_end(data, position, stop, pattern_id)
+        end = ascii_span_end(data, position, stop, pattern_id)
         if end < 0:
             found = fill_span_ends(classes, position, stop, pattern_id, char_tables, ends[:1])
             end = ends[0] if found == 1 else -1
@@ -243,28 +243,72 @@ def _is_upper(byte):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def ascii_word_end(data, start, stop, pattern_id):
-    """The end of the span at ``start`` where it is an ASCII word the pre-tokenizer's first word alternative takes
-    whole and an ASCII byte (or the text's end) certainly ends, else -1 (``fill_span_ends`` answers): for o200k
-    ``[ ]?[A-Z]*[a-z]+`` not followed by ``[a-z']``, for cl100k ``[ ]?[A-Za-z]+`` not followed by ``[A-Za-z]``, both
-    not followed by a byte >= 0x80 (a letter or mark outside ASCII could go on with the word). r50k: always -1."""
+def _is_digit(byte):
+    return 0x30 <= byte <= 0x39
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _is_symbol(byte):
+    """Printable ASCII other than the space, letters and digits: certainly [^\\s\\p{L}\\p{N}]."""
+    return 0x21 <= byte <= 0x7E and not (_is_lower(byte) or _is_upper(byte) or _is_digit(byte))
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def ascii_span_end(data, start, stop, pattern_id):
+    """The end of the span at ``start`` where ASCII bytes alone decide it, else -1 (``fill_span_ends`` answers).
+
+    For o200k and cl100k (r50k: always -1), the first alternative of the pattern that matches, on ASCII:
+    a word, an optional prefix (the space or a symbol; not an apostrophe for cl100k, where it starts a
+    contraction) then ``[A-Z]*[a-z]+`` (o200k; not followed by an apostrophe, which may start its suffix) or
+    ``[A-Za-z]+`` (cl100k); else 1 to 3 digits; else an optional space, symbols, then ``[\\r\\n/]*`` (o200k) or
+    ``[\\r\\n]*`` (cl100k). Wherever a byte >= 0x80 (a letter, digit, mark or symbol outside ASCII) or a control
+    byte could change the answer, and for spans starting with whitespace otherwise, it is -1."""
     if pattern_id != O200K and pattern_id != CL100K:
         return -1
-    position = start + 1 if data[start] == 0x20 else start  # ' ' is [^\r\n\p{L}\p{N}], the word's prefix
-    if pattern_id == O200K:
-        while position < stop and _is_upper(data[position]):
-            position += 1
-        word = position
-        while position < stop and _is_lower(data[position]):
-            position += 1
-        if position == word or (position < stop and (data[position] >= 0x80 or data[position] == 0x27)):
-            return -1  # no lower-case letter, or what follows may be a letter, a mark or a contraction
-        return position
-    word = position
-    while position < stop and (_is_lower(data[position]) or _is_upper(data[position])):
-        position += 1
-    if position == word or (position < stop and data[position] >= 0x80):
+    first = data[start]
+    if pattern_id == CL100K and first == 0x27:
         return -1
+    position = start + 1 if first == 0x20 or _is_symbol(first) else start  # the word's optional prefix
+    if position < stop:
+        word = position
+        if pattern_id == O200K:
+            while position < stop and _is_upper(data[position]):
+                position += 1
+            uppers = position
+            while position < stop and _is_lower(data[position]):
+                position += 1
+            if position > uppers:
+                if position < stop and (data[position] >= 0x80 or data[position] == 0x27):
+                    return -1  # a letter or mark may go on with the word, an apostrophe start its suffix
+                return position
+            if position > word or data[position] >= 0x80:
+                return -1  # capitals alone (the second alternative) or maybe a letter: the state machine decides
+        else:
+            while position < stop and (_is_lower(data[position]) or _is_upper(data[position])):
+                position += 1
+            if position > word:
+                return -1 if position < stop and data[position] >= 0x80 else position
+            if data[position] >= 0x80:
+                return -1
+    if _is_digit(first):
+        position = start + 1
+        while position < stop and position < start + 3 and _is_digit(data[position]):
+            position += 1
+        if position < start + 3 and position < stop and data[position] >= 0x80:
+            return -1  # maybe a digit outside ASCII
+        return position
+    position = start + 1 if first == 0x20 else start
+    symbols = position
+    while position < stop and _is_symbol(data[position]):
+        position += 1
+    if position == symbols:
+        return -1
+    if position < stop and not (_is_lower(data[position]) or _is_upper(data[position]) or _is_digit(data[position])
+                                or data[position] == 0x20 or 0x09 <= data[position] <= 0x0D):
+        return -1  # a byte that may be another symbol (outside ASCII, or a control byte)
+    while position < stop and (data[position] == 0x0A or data[position] == 0x0D or (
+            pattern_id == O200K and data[position] == 0x2F)):
+        position += 1
     return position
 
 
