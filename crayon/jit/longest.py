@@ -26,13 +26,13 @@ from crayon.errors import CartridgeError
 from crayon.jit.backtrack import interleave_dat, prefix_states
 from crayon.jit.cores import available_cores
 from crayon.jit.dat import check_dat_arrays
-from crayon.jit.engine import id_objects
 from crayon.jit.kernels import SPAN_BATCH
 from crayon.jit.lazy import njit
 from crayon.jit.long_text import LongTexts, joined_arrays, joined_lists
 from crayon.jit.pretokenize import (CL100K, O200K, PATTERN_IDS, classify_characters, fill_span_ends, jit_pattern_of,
                                     unicode_tables)
 from crayon.jit.status import NO_PROGRESS, raise_for_status
+from crayon.jit.tables import id_objects
 from crayon.reference.engine import flat_from_arrays
 
 
