@@ -2,17 +2,18 @@
 
 ``encode_spans`` encodes a whole text, cut into spans by an array of span ends, in one call; ``LongestMatchEngine``
 is the jit engine of a longest-match ``Tokenizer`` (its ``model`` a ``LongestMatchModel``), which for a known
-pattern runs ``encode_text_kernel``: the jit pre-tokenizer and the match in one pass over the text, walking the
-interleaved DAT of ``crayon.jit.backtrack`` (measured on big.txt with ``lite``, one core: the match is about
-half the kernel's time, the pre-tokenizer the other half; a whole-span lookup in a table of short tokens before
-the walk, as the BPE kernels do, measured no faster). The kernels read
-the DAT arrays only at indices it has checked (``0 <= t < min(len(base), len(check), len(values))``), so a
-corrupt or hostile DAT gives wrong ids, never a crash.
+pattern runs ``encode_text_kernel``: the spans found and matched in one pass over the text. A span that ASCII
+bytes alone decide (``ascii_span_end``: words, symbols, digits; 93-97% of the spans of English text) ends
+without the pre-tokenizer's state machine, any other span comes from ``fill_span_ends``; the match walks the
+interleaved DAT of ``crayon.jit.backtrack``. Measured on big.txt with ``lite`` on one core, the walk is about half
+the kernel's time; a whole-span lookup before it (a table of short tokens or a per-thread span cache, as the BPE
+kernels have) measured no faster. The kernels read the DAT only at indices they have checked, so a corrupt or
+hostile DAT gives wrong ids (the engine refuses ids outside the vocabulary), never a crash.
 
-ASCII fast path (an 8-bytes-at-a-time ASCII check, as SIMD code does it), off by default: when the 8 bytes at the walk's
-start are all ASCII and inside the span, the first 8 steps of the walk skip the per-byte span-end test.
-Byte-level matching needs no UTF-8 boundary logic, so that test is all it can skip, and measured it costs more
-than it saves (``bench/longest.py`` prints both; the ids are the same either way).
+``encode_spans`` has an ASCII fast path (an 8-bytes-at-a-time ASCII check, as SIMD code does it), off by default:
+when the 8 bytes at the walk's start are all ASCII and inside the span, the first 8 steps of the walk skip the
+per-byte span-end test. Measured, it costs more than it saves (``bench/longest.py`` prints both; the ids are the
+same either way).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from crayon.errors import CartridgeError
 from crayon.jit.backtrack import interleave_dat, prefix_states
 from crayon.jit.cores import available_cores
 from crayon.jit.dat import check_dat_arrays
-from crayon.jit.kernels import SPAN_BATCH
 from crayon.jit.lazy import njit
 from crayon.jit.long_text import LongTexts, joined_arrays, joined_lists
 from crayon.jit.pretokenize import (CL100K, O200K, PATTERN_IDS, classify_characters, fill_span_ends, jit_pattern_of,
@@ -80,7 +80,7 @@ class LongestMatchEngine:
         """Ids (uint32) of one UTF-8 text (uint8) with ``encode_text_kernel``, on the calling thread."""
         out = np.empty(len(data), np.int32)
         count = encode_text_kernel(data, PATTERN_IDS[self._pattern_name], unicode_tables(), self._tables(),
-                                   np.empty(len(data), np.uint8), np.empty(SPAN_BATCH, np.int64), out)
+                                   np.empty(len(data), np.uint8), np.empty(1, np.int64), out)
         if count < 0:
             raise_for_status(count, data, self._fallback)
         return out[:count].view(np.uint32)
@@ -212,9 +212,9 @@ def match_tables(model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 @njit(cache=True, nogil=True, _nrt=False)
 def encode_text_kernel(data, pattern_id, char_tables, tables, classes, ends, out):
-    """Ids of the UTF-8 text ``data`` into ``out`` (room for ``len(data)``): its spans from the jit pre-tokenizer
-    (``classes``: ``len(data)`` bytes, ``ends``: a batch of span ends), each matched as it is found, with
-    ``tables`` from ``match_tables``. The count, or NO_PROGRESS."""
+    """Ids of the UTF-8 text ``data`` into ``out`` (room for ``len(data)``): its spans (``ascii_span_end``, else the
+    jit pre-tokenizer, with ``classes`` of ``len(data)`` bytes and ``ends`` of at least one), each matched as it is
+    found, with ``tables`` from ``match_tables``. The count, or NO_PROGRESS."""
     dat_rows, starts, fallback = tables
     stop = data.shape[0]
     classify_characters(data, 0, stop, char_tables, classes)
