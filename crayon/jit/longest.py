@@ -27,6 +27,7 @@ from crayon.errors import CartridgeError
 from crayon.jit.backtrack import interleave_dat, prefix_states
 from crayon.jit.cores import available_cores
 from crayon.jit.dat import check_dat_arrays
+from crayon.jit.kernels import SPAN_BATCH
 from crayon.jit.lazy import njit
 from crayon.jit.long_text import LongTexts, joined_arrays, joined_lists
 from crayon.jit.pretokenize import (CL100K, O200K, PATTERN_IDS, classify_characters, fill_span_ends, jit_pattern_of,
@@ -80,7 +81,7 @@ class LongestMatchEngine:
         """Ids (uint32) of one UTF-8 text (uint8) with ``encode_text_kernel``, on the calling thread."""
         out = np.empty(len(data), np.int32)
         count = encode_text_kernel(data, PATTERN_IDS[self._pattern_name], unicode_tables(), self._tables(),
-                                   np.empty(len(data), np.uint8), np.empty(1, np.int64), out)
+                                   np.empty(len(data), np.uint8), np.empty(SPAN_BATCH, np.int64), out)
         if count < 0:
             raise_for_status(count, data, self._fallback)
         return out[:count].view(np.uint32)
@@ -213,22 +214,31 @@ def match_tables(model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 @njit(cache=True, nogil=True, _nrt=False)
 def encode_text_kernel(data, pattern_id, char_tables, tables, classes, ends, out):
     """Ids of the UTF-8 text ``data`` into ``out`` (room for ``len(data)``): its spans (``ascii_span_end``, else the
-    jit pre-tokenizer, with ``classes`` of ``len(data)`` bytes and ``ends`` of at least one), each matched as it is
-    found, with ``tables`` from ``match_tables``. The count, or NO_PROGRESS."""
+    jit pre-tokenizer, with ``classes`` of ``len(data)`` bytes and room in ``ends`` for at least one span end), each
+    matched as it is found, with ``tables`` from ``match_tables``. The count, or NO_PROGRESS."""
     dat_rows, starts, fallback = tables
     stop = data.shape[0]
     classify_characters(data, 0, stop, char_tables, classes)
     count = 0
     position = 0
+    batch = 1  # spans asked of the pre-tokenizer at once: doubled while the shortcut keeps failing (non-ASCII text)
     while position < stop:
         end = ascii_span_end(data, position, stop, pattern_id)
-        if end < 0:
-            found = fill_span_ends(classes, position, stop, pattern_id, char_tables, ends[:1])
-            end = ends[0] if found == 1 else -1
+        if end >= 0:
+            count = match_span_rows(data, position, end, dat_rows, starts, fallback, out, count)
+            position = end
+            batch = 1
+            continue
+        found = fill_span_ends(classes, position, stop, pattern_id, char_tables, ends[:batch])
+        for i in range(found):
+            end = ends[i]
             if end <= position or end > stop:
                 return NO_PROGRESS
-        count = match_span_rows(data, position, end, dat_rows, starts, fallback, out, count)
-        position = end
+            count = match_span_rows(data, position, end, dat_rows, starts, fallback, out, count)
+            position = end
+        if found == 0:
+            return NO_PROGRESS
+        batch = min(2 * batch, ends.shape[0])
     return count
 
 
