@@ -64,3 +64,11 @@ def test_short_texts_and_one_thread_are_not_cut():
     assert long_texts.encode_parts(b"hello world " * 10, lambda part: pytest.fail("must not be cut"), list, 2) is None
     long_texts.min_bytes, long_texts.threads = 1, 1
     assert long_texts.threads_for(100) == 1
+
+
+def test_the_threshold_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("CRAYON_LONG_TEXT_BYTES", "4096")
+    assert crayon.load("cl100k_base").engine.long_texts.min_bytes == 4096
+    monkeypatch.setenv("CRAYON_LONG_TEXT_BYTES", "1MB")
+    with pytest.raises(ValueError, match="CRAYON_LONG_TEXT_BYTES must be a whole number"):
+        crayon.load("cl100k_base").engine

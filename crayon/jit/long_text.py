@@ -23,7 +23,7 @@ import numpy as np
 
 from crayon.jit.cores import available_cores
 
-LONG_TEXT_BYTES = int(os.environ.get("CRAYON_LONG_TEXT_BYTES", 1 << 20))
+LONG_TEXT_BYTES = 1 << 20
 PARTS_PER_THREAD = 8  # parts per thread: the last part, whose list is joined after the others, is small
 MIN_PART_BYTES = 1 << 16
 
@@ -38,7 +38,7 @@ class LongTexts:
 
     def __init__(self, tokenizer, *, min_bytes: int | None = None, threads: int | None = None,
                  part_bytes: int | None = None):
-        self.min_bytes = LONG_TEXT_BYTES if min_bytes is None else min_bytes
+        self.min_bytes = long_text_bytes() if min_bytes is None else min_bytes
         self.threads = threads
         self.part_bytes = part_bytes
         # what the cut rule reads of the tokenizer; no added tokens, as the engine's text has none left in it
@@ -102,3 +102,13 @@ def joined_lists(parts: Iterable[list[int]]) -> list[int]:
 def joined_arrays(parts: Iterable[np.ndarray]) -> np.ndarray:
     """The arrays one after the other."""
     return np.concatenate(list(parts))
+
+
+def long_text_bytes() -> int:
+    """The default ``min_bytes``: ``CRAYON_LONG_TEXT_BYTES`` where it is set, else ``LONG_TEXT_BYTES``."""
+    value = os.environ.get("CRAYON_LONG_TEXT_BYTES")
+    if value is None:
+        return LONG_TEXT_BYTES
+    if not value.strip().isdigit() or int(value) < 1:
+        raise ValueError(f"CRAYON_LONG_TEXT_BYTES must be a whole number of bytes (at least 1), not {value!r}")
+    return int(value)
