@@ -1,6 +1,7 @@
 """Greedy longest match: reference and jit give identical ids; byte fallback makes every round trip lossless."""
 
 import functools
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 
 from crayon.jit import longest as jit_longest
 from crayon.jit.dat import compile_dat
+from crayon.jit.pretokenize import PATTERN_IDS, unicode_tables
 from crayon.reference import longest as ref_longest
 from crayon.reference.pretokenize import split
 
@@ -31,10 +33,10 @@ def model(kind: str) -> ref_longest.LongestMatchModel:
     return ref_longest.LongestMatchModel(tokens, *compile_dat(list(tokens.values()), list(tokens)), FIRST_RESERVED)
 
 
-def span_ends(text: str) -> list[int]:
-    """Byte offsets where cl100k's pre-tokenizer spans end."""
+def span_ends(text: str, pattern: str = "cl100k_base") -> list[int]:
+    """Byte offsets where the pattern's pre-tokenizer spans end."""
     ends, position = [], 0
-    for span in split(text, "cl100k_base"):
+    for span in split(text, pattern):
         position += len(span.encode("utf-8"))
         ends.append(position)
     return ends
@@ -136,5 +138,48 @@ def test_hostile_dat_arrays_give_ids_not_crashes(scale):
             ends = np.array([len(data)])
             ids = jit_longest.encode_spans(text, ends, base, check, values, fallback, ascii_fast_path=fast)
             assert 1 <= len(ids) <= len(data)
+        tables = jit_longest.match_tables(SimpleNamespace(base=base, check=check, values=values, fallback=fallback))
+        count = jit_longest.encode_text_kernel(text, PATTERN_IDS["cl100k_base"], unicode_tables(), tables,
+                                               np.empty(len(data), np.uint8), np.empty(64, np.int64),
+                                               np.empty(len(data), np.int32))
+        assert 1 <= count <= len(data)
 
 
+def encode_text(data: bytes, pattern: str, kind: str) -> list[int]:
+    """The fused kernel (pre-tokenizer and match in one pass) on UTF-8 ``data``."""
+    out = np.empty(len(data), np.int32)
+    count = jit_longest.encode_text_kernel(np.frombuffer(data, np.uint8), PATTERN_IDS[pattern], unicode_tables(),
+                                           jit_longest.match_tables(model(kind)), np.empty(len(data), np.uint8),
+                                           np.empty(64, np.int64), out)
+    return out[:count].tolist()
+
+
+@pytest.mark.parametrize("kind", ["full", "sparse"])
+def test_engine_kernel_agrees_with_reference_on_corpora(kind):
+    for corpus in CORPUS_FILES:
+        text = corpus_text(corpus, limit=20000)
+        for pattern in ("cl100k_base", "o200k_base", "gpt2"):
+            expected = ref_longest.encode_spans(text.encode("utf-8"), span_ends(text, pattern), *dat_of(model(kind)),
+                                                model(kind).fallback)
+            assert encode_text(text.encode("utf-8"), pattern, kind) == expected
+
+
+ASCII_WORDS = st.lists(st.sampled_from(["hello", "Hello", "HELLO", "HTMLparser", "camelCase", " ", "  ", "'s", "'T",
+                                        "'ll", "'", "é", "\u0301", "ʰ", "日本", "1", "12345", "½", "٣", ",", ".\n",
+                                        "\r\n", "\n", "\r", "/", "//", "(", "A", "a", "_", "\t", "\x0b", "\x1c", "\x7f",
+                                        "\x00", "—", "...", "$", "\u00a0"]), max_size=30).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ASCII_WORDS, st.sampled_from(["cl100k_base", "o200k_base", "gpt2"]))
+def test_engine_kernel_agrees_with_reference_around_ascii_spans(text, pattern):
+    """Where the kernel's ASCII shortcut ends a span (the reference's end), and where it leaves it to the
+    pre-tokenizer (-1)."""
+    data = text.encode("utf-8")
+    ends = span_ends(text, pattern)
+    array = np.frombuffer(data, np.uint8)
+    for start, end in zip([0, *ends], ends):
+        shortcut = jit_longest.ascii_span_end(array, start, len(data), PATTERN_IDS[pattern])
+        assert shortcut in (-1, end), (data[start:end], data[start:shortcut])
+    expected = ref_longest.encode_spans(data, ends, *dat_of(model("full")), model("full").fallback)
+    assert encode_text(data, pattern, "full") == expected

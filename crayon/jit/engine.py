@@ -31,10 +31,11 @@ from crayon.jit.backtrack import backtracking_violation, check_backtrack_tables,
 from crayon.jit.cache import new_piece_cache
 from crayon.jit.cores import available_cores
 from crayon.jit.kernels import ENCODERS, SPAN_BATCH
+from crayon.jit.long_text import LongTexts, joined_arrays, joined_lists
 from crayon.jit.pretokenize import PATTERN_IDS, jit_pattern_of, unicode_tables
 from crayon.jit.regex_vm import compiled_splits_of, kept_text
 from crayon.jit.status import NEED_SCRATCH, raise_for_status
-from crayon.jit.tables import build_bpe_tables, check_bpe_tables, kernel_tables
+from crayon.jit.tables import build_bpe_tables, check_bpe_tables, id_objects, kernel_tables
 from crayon.reference.cache import DEFAULT_BUCKETS
 from crayon.reference.char_bpe import CharBytePairModel
 from crayon.reference.engine import flat_from_arrays
@@ -59,21 +60,6 @@ def scratch_capacity(scratch: np.ndarray, alive: np.ndarray) -> int:
 
 
 _TABLES_OF_MODEL: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-_id_objects = np.empty(0, dtype=object)
-_id_objects_lock = threading.Lock()
-
-
-def id_objects(n_ids: int) -> np.ndarray:
-    """An object array whose entry i is the int i, for ids 0..n_ids-1: one array for the whole process, grown to
-    the largest vocabulary seen, so that a newly loaded tokenizer does not build its own."""
-    global _id_objects
-    table = _id_objects
-    if len(table) < n_ids:
-        with _id_objects_lock:
-            if len(_id_objects) < n_ids:
-                _id_objects = np.array(range(n_ids), dtype=object)
-            table = _id_objects
-    return table[:n_ids]
 
 
 def tables_for(model) -> dict[str, np.ndarray]:
@@ -119,6 +105,7 @@ class JitEngine:
             raise ValueError(f"unknown kernels {kernels!r}; choose one of {', '.join(KERNEL_CHOICES)}")
         self._kernel_choice = kernels
         self._kernels = None
+        self.long_texts = LongTexts(tokenizer)  # a text of 1 MB or more is cut and encoded on every core
 
     @property
     def kernels(self):
@@ -233,11 +220,16 @@ class JitEngine:
             if self.pattern_id is None:
                 return self.encode_spans(self._split(text))
             encoded = text.encode("utf-8")
-            data = np.frombuffer(encoded, np.uint8)
-            tokens, _ = self._encode_docs(data, np.array([0, len(encoded)], np.int64), 0, 1)
-            return tokens
+            tokens = self.long_texts.encode_parts(encoded, self._encode_text, joined_arrays,
+                                                  self.long_texts.threads_for(len(encoded)))
+            return self._encode_text(np.frombuffer(encoded, np.uint8)) if tokens is None else tokens
         except UnknownTokenError:
             return self._encode_without_byte_tokens(text)
+
+    def _encode_text(self, data: np.ndarray) -> np.ndarray:
+        """Tokens of one UTF-8 text (uint8) with the fused kernel, on the calling thread."""
+        tokens, _ = self._encode_docs(data, np.array([0, len(data)], np.int64), 0, 1)
+        return tokens
 
     def _encode_without_byte_tokens(self, text: str) -> np.ndarray:
         """A text holding a byte that is no token of its own (the kernels start every span from byte tokens):
@@ -248,6 +240,15 @@ class JitEngine:
     def encode_ordinary(self, text: str) -> list[int]:
         if self.pattern_id is not None and len(text) <= SHORT_CALL_BYTES // 4:  # so at most SHORT_CALL_BYTES bytes
             tokens = self._encode_short(text.encode("utf-8"))
+            if tokens is not None:
+                return tokens
+        threads = 1 if self.pattern_id is None else self.long_texts.threads_for(4 * len(text))
+        if threads > 1:
+            try:
+                tokens = self.long_texts.encode_parts(text.encode("utf-8"), lambda part: self.as_list(self._encode_text(part)),
+                                                  joined_lists, threads)
+            except UnknownTokenError:
+                tokens = None  # encode_ordinary_array answers
             if tokens is not None:
                 return tokens
         return self.as_list(self.encode_ordinary_array(text))

@@ -18,10 +18,13 @@
 * ``short_tokens`` uint64[capacity, 4]: the tokens of 2 to 16 bytes a span spelling them encodes to, keyed like
   the piece cache (``crayon.jit.cache.build_short_tokens``).
 
-``kernel_tables(tables)`` is the tuple the kernels of ``crayon.jit.kernels`` take.
+``kernel_tables(tables)`` is the tuple the kernels of ``crayon.jit.kernels`` take. ``id_objects`` is the table the
+engines build lists of ids from.
 """
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 
@@ -31,7 +34,8 @@ from crayon.jit.bpe import EMPTY, fill_pair_table, fill_vocab_index, table_capac
 from crayon.jit.cache import build_short_tokens
 from crayon.reference.bpe import BytePairModel
 
-__all__ = ["TABLES_VERSION", "BPE_TABLE_NAMES", "build_bpe_tables", "check_bpe_tables", "kernel_tables"]
+__all__ = ["TABLES_VERSION", "BPE_TABLE_NAMES", "build_bpe_tables", "check_bpe_tables", "kernel_tables",
+           "id_objects"]
 
 TABLES_VERSION = 4
 BPE_TABLE_NAMES = ("byte_tokens", "pair_table", "token_offsets", "token_bytes", "vocab_index", "settings", "short_tokens")
@@ -130,3 +134,20 @@ def _read_only(array: np.ndarray) -> np.ndarray:
     view = np.ascontiguousarray(array).view()
     view.flags.writeable = False
     return view
+
+
+_id_objects = np.empty(0, dtype=object)
+_id_objects_lock = threading.Lock()
+
+
+def id_objects(n_ids: int) -> np.ndarray:
+    """An object array whose entry i is the int i, for ids 0..n_ids-1: one array for the whole process, grown to
+    the largest vocabulary seen, so that a newly loaded tokenizer does not build its own."""
+    global _id_objects
+    table = _id_objects
+    if len(table) < n_ids:
+        with _id_objects_lock:
+            if len(_id_objects) < n_ids:
+                _id_objects = np.array(range(n_ids), dtype=object)
+            table = _id_objects
+    return table[:n_ids]
