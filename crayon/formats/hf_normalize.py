@@ -127,6 +127,8 @@ class Lowercase(Normalizer):
     """HF ``Lowercase``: each character's full lowercase mapping, with no context (so no final sigma)."""
 
     def __call__(self, text: str) -> str:
+        if "\u03a3" not in text:  # str.lower is per character except for the final sigma rule of capital sigma
+            return text.lower()
         return "".join(char.lower() for char in text)
 
     def is_inert(self, char: str) -> bool:
