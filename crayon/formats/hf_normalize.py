@@ -105,6 +105,8 @@ class UnicodeNormalizer(Normalizer):
         self.form = form
 
     def __call__(self, text: str) -> str:
+        if text.isascii():  # every form leaves ASCII as it is
+            return text
         # Splitting keeps the characters HF does not normalize (odd indices) and normalizes the text between.
         pieces = _NOT_NORMALIZED_BY_HF.split(text)
         return "".join(piece if i % 2 else unicodedata.normalize(self.form, piece) for i, piece in enumerate(pieces))
