@@ -8,8 +8,8 @@ equal tiktoken's (the same ranks and regex; the run fails otherwise); column "qu
 (the text, or lines) where quicktok's ids differ from tiktoken's. HF tokenizers runs the equivalent
 tokenizer.json (merges derived from the ranks, ``ignore_merges``); its ids are shown as same or not: for Llama 3,
 whose vocabulary has tokens no merge reaches, HF's merge-list BPE differs from tiktoken's on some Japanese text.
-Single thread; each repetition times every peer once, in turn (interleaved); the table shows medians of process CPU time. Pin the
-process for single-core figures:
+Single thread; each repetition times every peer once, in turn (interleaved); the table shows medians of process
+CPU time. Pin the process for single-core figures:
 
     taskset -c 0 python -m bench.quicktok [--bytes-per-corpus N] [--repeat N] [--workdir DIR]
 
