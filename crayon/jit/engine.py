@@ -34,7 +34,7 @@ from crayon.jit.kernels import ENCODERS, SPAN_BATCH
 from crayon.jit.pretokenize import PATTERN_IDS, jit_pattern_of, unicode_tables
 from crayon.jit.regex_vm import compiled_splits_of, kept_text
 from crayon.jit.status import NEED_SCRATCH, raise_for_status
-from crayon.jit.tables import build_bpe_tables, check_bpe_tables, kernel_tables
+from crayon.jit.tables import build_bpe_tables, check_bpe_tables, id_objects, kernel_tables
 from crayon.reference.cache import DEFAULT_BUCKETS
 from crayon.reference.char_bpe import CharBytePairModel
 from crayon.reference.engine import flat_from_arrays
@@ -59,23 +59,6 @@ def scratch_capacity(scratch: np.ndarray, alive: np.ndarray) -> int:
 
 
 _TABLES_OF_MODEL: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-_id_objects = np.empty(0, dtype=object)
-_id_objects_lock = threading.Lock()
-
-
-def id_objects(n_ids: int) -> np.ndarray:
-    """An object array whose entry i is the int i, for ids 0..n_ids-1: one array for the whole process, grown to
-    the largest vocabulary seen, so that a newly loaded tokenizer does not build its own."""
-    global _id_objects
-    table = _id_objects
-    if len(table) < n_ids:
-        with _id_objects_lock:
-            if len(_id_objects) < n_ids:
-                _id_objects = np.array(range(n_ids), dtype=object)
-            table = _id_objects
-    return table[:n_ids]
-
-
 def tables_for(model) -> dict[str, np.ndarray]:
     """The jit tables of a BPE model, built once per model object."""
     tables = _TABLES_OF_MODEL.get(model)

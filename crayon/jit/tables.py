@@ -23,6 +23,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from crayon.errors import CartridgeError
@@ -130,3 +132,20 @@ def _read_only(array: np.ndarray) -> np.ndarray:
     view = np.ascontiguousarray(array).view()
     view.flags.writeable = False
     return view
+
+
+_id_objects = np.empty(0, dtype=object)
+_id_objects_lock = threading.Lock()
+
+
+def id_objects(n_ids: int) -> np.ndarray:
+    """An object array whose entry i is the int i, for ids 0..n_ids-1: one array for the whole process, grown to
+    the largest vocabulary seen, so that a newly loaded tokenizer does not build its own."""
+    global _id_objects
+    table = _id_objects
+    if len(table) < n_ids:
+        with _id_objects_lock:
+            if len(_id_objects) < n_ids:
+                _id_objects = np.array(range(n_ids), dtype=object)
+            table = _id_objects
+    return table[:n_ids]

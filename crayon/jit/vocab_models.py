@@ -12,9 +12,9 @@ import numpy as np
 
 from crayon.jit.char_bpe import CharBytePairTables
 from crayon.jit.cores import available_cores
-from crayon.jit.engine import id_objects
 from crayon.jit.char_bpe import encode_spans as char_bpe_encode_spans
 from crayon.jit.regex_vm import compiled_splits_of, kept_text
+from crayon.jit.tables import id_objects
 from crayon.jit.unigram import encode_spans as unigram_encode_spans
 from crayon.jit.wordpiece import encode_words
 from crayon.reference.char_bpe import CharBytePairModel
