@@ -6,9 +6,10 @@ Encode (first sight: the jit engine's caches are emptied before each run): cl100
 path; a Llama 3-style tokenizer.json (cl100k's vocabulary and merges, Llama 3's Split regex, ByteLevel without
 regex) read by Crayon (jit engine, compiled pipeline) and by HF tokenizers (single thread); both must give the
 same ids. The same file on the jit engine with the pre-tokenizer in Python (what ran before the compiler) is
-shown too. Times are the process CPU time, best of ``--repeat`` (shared machines inflate the wall
-clock; process time counts the worker threads HF and sentencepiece may start). Prints a table and writes
-bench/results/anytok.json.
+shown too (one run). Encode rows and the models' rows are medians of ``--repeat`` interleaved rounds (each round
+times every peer once, in turn); the span rows are the best of ``--repeat``. Times are process CPU time (shared
+machines inflate the wall clock; process time counts the worker threads HF and sentencepiece may start). Pin the
+process for single-core figures (``taskset -c 0``). Prints a table and writes bench/results/anytok.json.
 
     python -m bench.anytok [--bytes-per-corpus N] [--repeat N]
 """
@@ -19,6 +20,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -59,6 +61,22 @@ def best_cpu(function, repeat: int, before=None) -> tuple[float, object]:
     return best, result
 
 
+def interleaved(peers: dict, repeat: int) -> tuple[dict[str, float], dict[str, object]]:
+    """Median process CPU seconds of each peer over ``repeat`` rounds, each round calling every peer once in turn
+    (a peer is ``call`` or ``(call, before)``, ``before`` run untimed first); and each peer's last result."""
+    times: dict[str, list[float]] = {name: [] for name in peers}
+    results = {}
+    for _ in range(repeat):
+        for name, peer in peers.items():
+            call, before = peer if isinstance(peer, tuple) else (peer, None)
+            if before is not None:
+                before()
+            start = time.process_time()
+            results[name] = call()
+            times[name].append(time.process_time() - start)
+    return {name: statistics.median(values) for name, values in times.items()}, results
+
+
 def llama3_style_json(folder: Path) -> Path:
     """cl100k_base's vocabulary as a tokenizer.json with Llama 3's pre-tokenizer, as Llama 3's file has it."""
     path = folder / "tokenizer.json"
@@ -74,8 +92,8 @@ def llama3_style_json(folder: Path) -> Path:
 
 def bench_vocab_models(text: str, repeat: int) -> list[dict]:
     """WordPiece, Unigram and BPE over characters: Crayon jit vs HF tokenizers and sentencepiece, all single
-    thread, on the text's lines as one batch, with models trained here on the first 300 kB of the text (thread
-    CPU time). Lines, not the whole text as one input: on inputs of ~100 kB and more SentencePiece's unigram
+    thread, on the text's lines as one batch, with models trained here on the first 300 kB of the text (median
+    process CPU time of interleaved rounds). Lines, not the whole text as one input: on inputs of ~100 kB and more SentencePiece's unigram
     path scores (single precision, summed over the whole input) round so coarsely that ties break by rounding."""
     import sentencepiece
     from tokenizers import models, normalizers, pre_tokenizers, trainers
@@ -109,9 +127,10 @@ def bench_vocab_models(text: str, repeat: int) -> list[dict]:
         for what, (path, oracle) in oracles.items():
             tok = crayon.load(path, backend="jit")
             tok.encode_ordinary(text[:1000])
-            crayon_seconds, ids = best_cpu(lambda: tok.encode_ordinary_batch(batch, num_threads=1), repeat)
-            oracle_seconds, expected = best_cpu(lambda: oracle(batch), repeat)
-            same = ids == [list(line_ids) for line_ids in expected]
+            seconds, results = interleaved({"crayon": lambda: tok.encode_ordinary_batch(batch, num_threads=1),
+                                             "oracle": lambda: oracle(batch)}, repeat)
+            crayon_seconds, oracle_seconds = seconds["crayon"], seconds["oracle"]
+            same = results["crayon"] == [list(line_ids) for line_ids in results["oracle"]]
             rows.append({"model": what, "crayon_mb_per_s": megabytes / crayon_seconds,
                          "oracle_mb_per_s": megabytes / oracle_seconds, "same_ids": same})
             print(f"{what:<34} {megabytes / crayon_seconds:15.1f} {megabytes / oracle_seconds:12.1f} "
@@ -131,7 +150,7 @@ def main() -> None:
     data = np.frombuffer(text.encode("utf-8"), np.uint8)
     megabytes = len(data) / 1e6
     print(f"text: the first {args.bytes_per_corpus} bytes of {len(corpora)} corpus files, {megabytes:.2f} MB; "
-          f"process CPU time, best of {args.repeat}\n")
+          f"process CPU time: spans best of {args.repeat}, encode and models median of {args.repeat} interleaved\n")
 
     rows = []
 
@@ -153,8 +172,7 @@ def main() -> None:
 
     cl100k = crayon.load("cl100k_base", backend="jit")
     cl100k.encode_ordinary(text[:1000])
-    seconds, _ = best_cpu(lambda: cl100k.encode_ordinary(text), args.repeat, cl100k.engine.clear_caches)
-    row("encode", "cl100k_base, hand-written machine, fused kernel", seconds)
+    lines = [line for line in text.split("\n") if line]
 
     with tempfile.TemporaryDirectory() as folder:
         path = llama3_style_json(Path(folder))
@@ -162,25 +180,30 @@ def main() -> None:
         if compiled.engine.compiled_splits is None:
             raise SystemExit("the Llama 3-style pipeline did not compile")
         compiled.encode_ordinary(text[:1000])
-        seconds, crayon_ids = best_cpu(lambda: compiled.encode_ordinary(text), args.repeat,
-                                       compiled.engine.clear_caches)
-        row("encode", "Llama 3-style tokenizer.json, crayon jit, compiled regex", seconds)
+        hf = tokenizers.Tokenizer.from_file(str(path))
+        seconds, results = interleaved({
+            "cl100k": (lambda: cl100k.encode_ordinary(text), cl100k.engine.clear_caches),
+            "compiled": (lambda: compiled.encode_ordinary(text), compiled.engine.clear_caches),
+            "hf": lambda: hf.encode(text, add_special_tokens=False),
+            "cl100k lines": (lambda: cl100k.encode_ordinary_batch(lines, num_threads=1), cl100k.engine.clear_caches),
+            "compiled lines": (lambda: compiled.encode_ordinary_batch(lines, num_threads=1),
+                               compiled.engine.clear_caches),
+            "hf lines": lambda: hf.encode_batch(lines, add_special_tokens=False),
+        }, args.repeat)
+        crayon_ids, encoding = results["compiled"], results["hf"]
+        crayon_lines, hf_lines = results["compiled lines"], results["hf lines"]
+        row("encode", "cl100k_base, hand-written machine, fused kernel", seconds["cl100k"])
+        row("encode", "Llama 3-style tokenizer.json, crayon jit, compiled regex", seconds["compiled"])
 
         python_split = JitEngine(compiled, tables=compiled.engine.tables)
         python_split.compiled_splits = None  # the pre-tokenizer in Python, as before the compiler
-        seconds, python_ids = best_cpu(lambda: python_split.encode_ordinary(text), 1, python_split.clear_caches)
-        row("encode", "the same, crayon jit, pre-tokenizer in Python", seconds)
-
-        hf = tokenizers.Tokenizer.from_file(str(path))
-        seconds, encoding = best_cpu(lambda: hf.encode(text, add_special_tokens=False), args.repeat)
-        row("encode", "the same, HF tokenizers (single thread)", seconds)
-
-        lines = [line for line in text.split("\n") if line]
-        seconds, crayon_lines = best_cpu(lambda: compiled.encode_ordinary_batch(lines, num_threads=1), args.repeat,
-                                         compiled.engine.clear_caches)
-        row("lines", "the same on the text's lines as a batch, crayon jit", seconds)
-        seconds, hf_lines = best_cpu(lambda: hf.encode_batch(lines, add_special_tokens=False), args.repeat)
-        row("lines", "the same on the text's lines as a batch, HF tokenizers", seconds)
+        python_seconds, python_ids = best_cpu(lambda: python_split.encode_ordinary(text), 1,
+                                              python_split.clear_caches)
+        row("encode", "the same, crayon jit, pre-tokenizer in Python", python_seconds)
+        row("encode", "the same, HF tokenizers (single thread)", seconds["hf"])
+        row("lines", "cl100k_base on the text's lines as a batch, crayon jit", seconds["cl100k lines"])
+        row("lines", "the same on the text's lines as a batch, crayon jit", seconds["compiled lines"])
+        row("lines", "the same on the text's lines as a batch, HF tokenizers", seconds["hf lines"])
     same_ids = crayon_ids == encoding.ids == python_ids and crayon_lines == [line.ids for line in hf_lines]
     print(f"\nids identical (crayon compiled, crayon Python pre-tokenizer, HF): {same_ids}\n")
     model_rows = bench_vocab_models(text, args.repeat)
@@ -191,6 +214,8 @@ def main() -> None:
         "compiled_vs_hf_encode": compiled_speed / by_what["the same, HF tokenizers (single thread)"],
         "compiled_vs_hf_lines": by_what["the same on the text's lines as a batch, crayon jit"]
         / by_what["the same on the text's lines as a batch, HF tokenizers"],
+        "compiled_vs_cl100k_lines": by_what["the same on the text's lines as a batch, crayon jit"]
+        / by_what["cl100k_base on the text's lines as a batch, crayon jit"],
         "compiled_vs_hand_spans_cl100k": by_what["cl100k pattern compiled (crayon.jit.regex_vm)"]
         / by_what["cl100k hand-written machine (crayon.jit.pretokenize)"],
     }

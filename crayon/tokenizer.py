@@ -592,10 +592,10 @@ class Tokenizer:
         ```
         """
         texts = [_as_utf8_safe(text) for text in _text_list(texts)]
-        allowed = [self._check_specials(text, allowed_special, disallowed_special) for text in texts]
-        if not any(allowed) and not self.added_tokens:
+        allowed = self._check_batch_specials(texts, allowed_special, disallowed_special)
+        if not allowed and not self.added_tokens:
             return self._batch_engine(texts).encode_ordinary_batch(texts, num_threads=num_threads)
-        return [self._encode_chunks(text, specials) for text, specials in zip(texts, allowed)]
+        return [self._encode_chunks(text, allowed) for text in texts]
 
     def encode_ordinary_batch(self, texts: Sequence[str], *, num_threads: int | None = None) -> list[list[int]]:
         """Encode many texts, treating special-token text as ordinary text."""
@@ -634,19 +634,19 @@ class Tokenizer:
         """``encode_batch`` without Python lists: all tokens in one uint32 array and int64 ``offsets``, text i
         being ``tokens[offsets[i]:offsets[i + 1]]``."""
         texts = [_as_utf8_safe(text) for text in texts]
-        allowed = [self._check_specials(text, allowed_special, disallowed_special) for text in texts]
-        matched = [frozenset(self.added_tokens) | specials for specials in allowed]
+        allowed = self._check_batch_specials(texts, allowed_special, disallowed_special)
+        matched = frozenset(self.added_tokens) | allowed
         # a token matched in normalized text may come from other raw text: each text is then searched when encoded
         search_all = self.normalizer is not None and any(
             options.normalized for options in self.added_token_options.values())
-        with_tokens = [i for i, (text, names) in enumerate(zip(texts, matched))
-                       if names and (search_all or special_token_regex(names).search(text))]
-        ordinary = [texts[i] for i in sorted(set(range(len(texts))) - set(with_tokens))]
+        with_tokens = [i for i, text in enumerate(texts)
+                       if matched and (search_all or special_token_regex(matched).search(text))]
+        ordinary = [texts[i] for i in sorted(set(range(len(texts))) - set(with_tokens))] if with_tokens else texts
         engine = self._batch_engine(ordinary)
         tokens, offsets = engine.encode_ordinary_flat(ordinary, num_threads=num_threads)
         if not with_tokens:
             return tokens.astype(np.uint32, copy=False), offsets
-        chunked = {i: np.asarray(self._encode_chunks(texts[i], allowed[i]), np.uint32) for i in with_tokens}
+        chunked = {i: np.asarray(self._encode_chunks(texts[i], allowed), np.uint32) for i in with_tokens}
         pieces, next_ordinary = [], 0
         for i in range(len(texts)):
             if i in chunked:
@@ -818,6 +818,12 @@ class Tokenizer:
 
     def _check_specials(self, text: str, allowed_special, disallowed_special) -> frozenset[str]:
         """Apply tiktoken's special-token contract; return the specials to encode as specials."""
+        return self._check_batch_specials([text], allowed_special, disallowed_special)
+
+    def _check_batch_specials(self, texts: Sequence[str], allowed_special, disallowed_special) -> frozenset[str]:
+        """``_check_specials`` of each text (the arguments checked once); the specials to encode as specials."""
+        if not texts:  # as tiktoken: an empty batch checks nothing
+            return frozenset()
         if type(allowed_special) in (frozenset, set) and not allowed_special and disallowed_special == "all":
             allowed, disallowed = frozenset(), self.special_tokens_set  # the defaults, without building sets
         else:
@@ -831,7 +837,7 @@ class Tokenizer:
                 disallowed = self.special_tokens_set - allowed
             else:
                 disallowed = frozenset(disallowed_special or ())  # None is "none", as in tiktoken
-        if disallowed:
+        for text in texts if disallowed else ():
             match = special_token_regex(disallowed).search(text)
             if match:
                 raise SpecialTokenError(

@@ -5,6 +5,7 @@ corpus slice); cl100k_base exported to HF must encode like tiktoken."""
 from __future__ import annotations
 
 import json
+import random
 import unicodedata
 
 import pytest
@@ -73,6 +74,35 @@ NORMALIZERS = {
 def test_normalizer_matches_hf(name, text):
     hf, ours = NORMALIZERS[name]
     assert ours(text) == hf.normalize_str(text)
+
+
+UNICODE_FORMS = ["NFC", "NFD", "NFKC", "NFKD"]
+# Characters that compose, decompose, reorder or that HF's Unicode 9.0 tables do not know, to mix into long text.
+TRICKY_CHARACTERS = ("\u0301", "\u0300", "\u0323", "\u0345", "\u05b0", "\u093c", "\u0f71", "\u1100", "\u1161",
+                     "\u11a8", "\uac00", "\u0dd9", "\u0dcf", "\u212b", "\u00c5", "\u3099", "\u304b", "\u07fd",
+                     "\U00010781", "\ufb01", "e", " ")
+
+
+@pytest.mark.parametrize("form", UNICODE_FORMS)
+def test_unicode_forms_match_hf_on_long_text(form):
+    """Long texts take the quick check over a table and normalize only the stretches that may change."""
+    hf, ours = getattr(hf_norm, form)(), norm.UnicodeNormalizer(form)
+    corpus = corpus_text("multilingual.txt", 60_000)
+    for start in range(0, len(corpus), 6_000):
+        assert ours(corpus[start : start + 6_000]) == hf.normalize_str(corpus[start : start + 6_000])
+    generator = random.Random(form)
+    tricky = "".join(generator.choice(TRICKY_CHARACTERS) + generator.choice(["", "a", "Z", "\u00e9"])
+                     for _ in range(3_000))
+    for start in range(0, len(tricky), 1_000):
+        assert ours(tricky[start : start + 1_500]) == hf.normalize_str(tricky[start : start + 1_500])
+
+
+@pytest.mark.parametrize("form", UNICODE_FORMS)
+@settings(max_examples=60, deadline=None)
+@given(text=hf_text)
+def test_unicode_forms_match_hf_on_long_generated_text(form, text):
+    long_text = text * (600 // max(len(text), 1) + 1) + text[::-1]
+    assert norm.UnicodeNormalizer(form)(long_text) == getattr(hf_norm, form)().normalize_str(long_text)
 
 
 INERTNESS_NORMALIZERS = {

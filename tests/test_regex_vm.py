@@ -223,6 +223,22 @@ def test_engine_runs_any_pattern_compiled(pattern):
     assert jit_tok.encode_ordinary_batch(texts) == [ref_tok.encode_ordinary(t) for t in texts]
 
 
+@pytest.mark.parametrize("pattern", [r"[a-z]+", LLAMA3])
+def test_compiled_batch_keeps_each_texts_tokens_apart(pattern):
+    """The compiled batch encodes all texts' spans in one kernel call: empty texts, texts whose text the pattern
+    skips entirely, first, last and in between, still get their own (possibly empty) token lists."""
+    ranks = mergeable_ranks("cl100k_base")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PatternCoverageWarning)
+        jit_tok = Tokenizer("custom", BytePairModel(ranks), pattern=pattern, backend="jit")
+        ref_tok = Tokenizer("custom", BytePairModel(ranks), pattern=pattern, backend="reference")
+    texts = ["", "", "ABC 12", "abc def", "", "123", "x", "Hello world", "  ", "ünïcode wörds", "END", ""]
+    expected = [ref_tok.encode_ordinary(text) for text in texts]
+    assert jit_tok.encode_ordinary_batch(texts) == expected
+    tokens, offsets = jit_tok.engine.encode_ordinary_flat(texts)
+    assert [tokens[offsets[i] : offsets[i + 1]].tolist() for i in range(len(texts))] == expected
+
+
 def test_engine_falls_back_with_one_warning_naming_the_construct():
     ranks = mergeable_ranks("cl100k_base")
     pattern = r"(?<=\s)\S+|\S+|\s+"

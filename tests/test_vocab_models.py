@@ -277,3 +277,26 @@ def test_sentencepiece_tokens_decode_to_the_text_and_are_not_saved(sentencepiece
     for save in (lambda: tok.save(tmp_path / "x.crayon"), lambda: tok.export(tmp_path / "x.json", format="hf")):
         with pytest.raises(UnsupportedComponentError, match="CharBytePairModel|UnigramModel"):
             save()
+
+
+@pytest.mark.parametrize("small_cache", [False, True], ids=["cache", "full_cache"])
+def test_repeated_spans_get_their_own_ids_and_counts(wordpiece, unigram, char_bpe, small_cache, monkeypatch):
+    """The kernels' word cache (``crayon.jit.word_cache``) answers repeated spans (known, unknown, byte
+    fallback, longer than it caches) with the ids and per-span counts of the reference; a cache that fills up
+    takes no more spans and changes nothing."""
+    if small_cache:
+        monkeypatch.setattr("crayon.jit.word_cache.MAX_SLOTS", 16)
+    words = sample_text().split()[:300]
+    pieces = (words + ["\U0001F600\U0001F600", "x" * 80, "zq\u0416"] + words[::-1] + ["x" * 80, "\U0001F600\U0001F600"]
+              + [f"{word}{i}" for i, word in enumerate(words[:40])])
+    data, ends = as_data(pieces)
+    for model in (wordpiece[1], unigram[1], char_bpe[1]):
+        expected = [model.encode_span(piece.encode("utf-8")) for piece in pieces]
+        if isinstance(model, WordPieceModel):
+            ids, counts = encode_words(model, data, ends)
+        elif isinstance(model, UnigramModel):
+            ids, counts = encode_spans(model, data, ends)
+        else:
+            ids, counts = char_bpe_encode_spans(CharBytePairTables(model), data, ends)
+        assert ids.tolist() == [i for span_ids in expected for i in span_ids]
+        assert counts.tolist() == [len(span_ids) for span_ids in expected]

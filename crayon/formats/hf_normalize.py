@@ -17,6 +17,7 @@ import functools
 import unicodedata
 from typing import Callable
 
+import numpy as np
 import regex
 
 from crayon.errors import UnsupportedComponentError
@@ -94,6 +95,67 @@ def _characters_made_by(mapping: str) -> frozenset[str]:
     return frozenset(made)
 
 
+QUICK_CHECK_CHARS = 0x30000  # code points in the quick check's table; a text with a higher one is normalized
+TABLE_CHECK_LENGTH = 512  # texts this long or longer are checked with the table, shorter ones by unicodedata
+MAY_CHANGE = 0x100  # in the table: the character is not "Yes" to the quick check (low byte: combining class)
+
+
+@functools.lru_cache(maxsize=None)
+def _quick_check_table(form: str) -> np.ndarray:
+    """Unicode's quick check (UAX #15) of ``form`` as a uint16 per code point below ``QUICK_CHECK_CHARS``: its
+    canonical combining class, | ``MAY_CHANGE`` where the character is not "Yes" (the form changes it on its
+    own, or, composing forms, it may compose with the character before it) or HF's tables do not know it.
+    Built from ``unicodedata`` at first use (a fraction of a second)."""
+    table = np.zeros(QUICK_CHECK_CHARS, np.uint16)
+    composes = form in ("NFC", "NFKC")
+    for code_point in range(QUICK_CHECK_CHARS):
+        char = chr(code_point)
+        table[code_point] |= unicodedata.combining(char)
+        if 0xD800 <= code_point < 0xE000 or unicodedata.normalize(form, char) != char:
+            table[code_point] |= MAY_CHANGE
+        decomposition = unicodedata.decomposition(char).split()
+        if composes and len(decomposition) == 2 and not decomposition[0].startswith("<"):
+            table[int(decomposition[1], 16)] |= MAY_CHANGE  # it may compose with the character before it
+    if composes:
+        table[0x1161:0x1176] |= MAY_CHANGE  # Hangul vowels and trailing consonants compose algorithmically
+        table[0x11A8:0x11C3] |= MAY_CHANGE
+    for match in _NOT_NORMALIZED_BY_HF.finditer("".join(map(chr, range(0xD800))) + "".join(
+            map(chr, range(0xE000, QUICK_CHECK_CHARS)))):
+        table[ord(match.group())] |= MAY_CHANGE
+    table.flags.writeable = False
+    return table
+
+
+def _changing_ranges(form: str, text: str) -> list[tuple[int, int]] | None:
+    """The stretches ``(start, end)`` of ``text`` that HF's ``form`` may change, each normalizable on its own:
+    the rest passes Unicode's quick check ("Yes" characters, combining classes in canonical order), and each
+    stretch runs from a "Yes" character of class 0 (or the text's start) to the next one (or its end), where
+    normalization never looks across. None where the table does not cover the text."""
+    try:
+        code_points = np.frombuffer(text.encode("utf-32-le"), np.uint32)
+    except UnicodeEncodeError:  # a lone surrogate
+        return None
+    if code_points.max(initial=0) >= QUICK_CHECK_CHARS:
+        return None
+    entries = _quick_check_table(form)[code_points]
+    classes = entries & 0xFF
+    changing = (entries & MAY_CHANGE) != 0
+    changing[1:] |= (classes[1:] != 0) & (classes[:-1] > classes[1:])
+    if not changing.any():
+        return []
+    stable = np.flatnonzero(entries == 0)  # starts of stretches normalization never looks across
+    bounds = np.append(stable, len(text)) if len(stable) and stable[0] == 0 else np.concatenate(
+        ([0], stable, [len(text)]))
+    stretch = np.unique(np.searchsorted(bounds, np.flatnonzero(changing), side="right") - 1)
+    ranges: list[tuple[int, int]] = []
+    for start, end in zip(bounds[stretch].tolist(), bounds[stretch + 1].tolist()):
+        if ranges and ranges[-1][1] == start:
+            ranges[-1] = (ranges[-1][0], end)
+        else:
+            ranges.append((start, end))
+    return ranges
+
+
 class UnicodeNormalizer(Normalizer):
     """HF ``NFC``, ``NFD``, ``NFKC``, ``NFKD``: Unicode normalization with HF's Unicode 9.0 tables."""
 
@@ -105,6 +167,21 @@ class UnicodeNormalizer(Normalizer):
         self.form = form
 
     def __call__(self, text: str) -> str:
+        if text.isascii():  # every form leaves ASCII as it is
+            return text
+        if len(text) < TABLE_CHECK_LENGTH:
+            # A quick-check "Yes" of the whole text is one of each piece between the characters HF does not know.
+            return text if unicodedata.is_normalized(self.form, text) else self._normalized_pieces(text)
+        ranges = _changing_ranges(self.form, text)
+        if ranges is None:
+            return self._normalized_pieces(text)
+        parts, done = [], 0
+        for start, end in ranges:
+            parts += [text[done:start], self._normalized_pieces(text[start:end])]
+            done = end
+        return "".join(parts) + text[done:]
+
+    def _normalized_pieces(self, text: str) -> str:
         # Splitting keeps the characters HF does not normalize (odd indices) and normalizes the text between.
         pieces = _NOT_NORMALIZED_BY_HF.split(text)
         return "".join(piece if i % 2 else unicodedata.normalize(self.form, piece) for i, piece in enumerate(pieces))
@@ -127,6 +204,8 @@ class Lowercase(Normalizer):
     """HF ``Lowercase``: each character's full lowercase mapping, with no context (so no final sigma)."""
 
     def __call__(self, text: str) -> str:
+        if "\u03a3" not in text:  # str.lower is per character except for the final sigma rule of capital sigma
+            return text.lower()
         return "".join(char.lower() for char in text)
 
     def is_inert(self, char: str) -> bool:

@@ -11,6 +11,7 @@ from crayon.errors import UnknownTokenError
 from crayon.jit.bpe import EMPTY, fill_pair_table, heap_merge, merge_loop, table_capacity
 from crayon.jit.dat import lookup
 from crayon.jit.lazy import njit
+from crayon.jit.word_cache import find_cached, new_word_cache, remember
 from crayon.reference.char_bpe import CharBytePairModel
 from crayon.reference.dat import compile_dat
 
@@ -57,10 +58,10 @@ def _first_symbols(data, start, end, dat, byte_ids, unk_id, fuse_unk, out, n):
 
 
 @njit(cache=True, nogil=True)
-def encode_spans_kernel(data, span_ends, dat, byte_ids, unk_id, fuse_unk, pair_table, out, counts):
+def encode_spans_kernel(data, span_ends, dat, byte_ids, unk_id, fuse_unk, pair_table, cache, out, counts):
     """Encode the spans data[span_ends[i - 1]:span_ends[i]] (from 0) into ``out`` (room for one id per byte);
     returns the number of ids or NO_TOKEN and writes each span's into ``counts``. ``byte_ids[0] == -2`` means
-    no byte fallback."""
+    no byte fallback; ``cache`` is a ``crayon.jit.word_cache``."""
     longest = 0
     start = 0
     for end in span_ends:
@@ -69,7 +70,14 @@ def encode_spans_kernel(data, span_ends, dat, byte_ids, unk_id, fuse_unk, pair_t
     scratch = np.empty(5 * longest + 5, np.int64)
     n = 0
     start = 0
+    used = 0
     for span, end in enumerate(span_ends):
+        found = find_cached(cache, data, start, end, out, n)
+        if found >= 0:
+            counts[span] = found
+            n += found
+            start = end
+            continue
         first = _first_symbols(data, start, end, dat, byte_ids, unk_id, fuse_unk, out, n)
         if first < 0:
             return NO_TOKEN
@@ -78,6 +86,7 @@ def encode_spans_kernel(data, span_ends, dat, byte_ids, unk_id, fuse_unk, pair_t
             count = heap_merge(out, n, count, pair_table, scratch)
         else:
             count, _, _, _ = merge_loop(out, n, count, pair_table, scratch)
+        used = remember(cache, found, start, end, n, count, used)
         n += count
         counts[span] = count
         start = end
@@ -105,7 +114,7 @@ def encode_spans(tables: CharBytePairTables, data: np.ndarray, span_ends: np.nda
     out = np.empty(len(data) + 1, np.int64)
     counts = np.empty(len(span_ends), np.int64)
     count = encode_spans_kernel(data, span_ends.astype(np.int64), tables.dat, tables.byte_ids, tables.unk_id,
-                                tables.fuse_unk, tables.pair_table, out, counts)
+                                tables.fuse_unk, tables.pair_table, new_word_cache(len(span_ends)), out, counts)
     if count == NO_TOKEN:
         raise UnknownTokenError("a character has no token and the model has no unk_token")
     return out[:count], counts

@@ -94,6 +94,7 @@ class JitEngine:
         self._cache_buckets, self._memo_slots = cache_buckets, memo_slots
         self._local = threading.local()
         self._ids = None  # id_objects for this vocabulary, taken at the first encode
+        self._lengths = None  # _token_lengths, made at the first batch
         known = jit_pattern_of(tokenizer)
         self.pattern_id = None if known is None else PATTERN_IDS[known]
         self._char_tables = None if known is None else unicode_tables()
@@ -285,33 +286,31 @@ class JitEngine:
             raise CartridgeError("the BPE tables are corrupt: a token id outside the vocabulary came out") from None
 
     def _encode_compiled_flat(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """``encode_ordinary_flat`` with the compiled pre-tokenizer: all texts split at once, then the span kernel
-        on each text's spans (views into the shared arrays, so a short text costs little more than the call)."""
+        """``encode_ordinary_flat`` with the compiled pre-tokenizer: all texts split at once, then one span kernel
+        call on all their spans. A span never crosses a text and each token's bytes are its span's, so text i's
+        tokens are those whose bytes end within its kept text: a search over the tokens' cumulative lengths."""
         splits = self.compiled_splits
         prepared = [splits.prepare(text if self._normalizer is None else self._normalizer(text)) for text in texts]
         data = np.frombuffer(b"".join(prepared), np.uint8)
         text_ends = np.cumsum(np.fromiter(map(len, prepared), np.int64, len(prepared)))
         ends, kept = splits.split(data, text_ends)
         starts = np.concatenate(([0], ends[:-1])) if len(ends) else ends
-        keep = (kept != 0) & (ends > starts)
-        text_of_span = np.searchsorted(text_ends, starts[keep], side="right")
+        kept_bytes = np.zeros(len(ends) + 1, np.int64)
+        np.cumsum(np.where(kept != 0, ends - starts, 0), out=kept_bytes[1:])
+        kept_text_ends = kept_bytes[np.searchsorted(ends, text_ends, side="right")]
         data, ends = kept_text(data, ends, kept)
         data.flags.writeable = False
-        span_bounds = np.searchsorted(text_of_span, np.arange(len(texts) + 1))
-        cache, memo, scratch, alive = self._buffers(int(np.diff(ends, prepend=0).max(initial=0)), len(data))
-        out = np.empty(len(data), np.uint32)
+        tokens = self.encode_span_ends(data, ends)
+        token_ends = np.cumsum(self._token_lengths().take(tokens))
         offsets = np.zeros(len(texts) + 1, np.int64)
-        kernel, tables, encoder = self.kernels.encode_spans_kernel, self.kernel_tables, self._encoder_id
-        for index, (first, last) in enumerate(zip(span_bounds[:-1].tolist(), span_bounds[1:].tolist())):
-            start = int(ends[first - 1]) if first else 0
-            end = int(ends[last - 1]) if last > first else start
-            n = offsets[index]
-            status = kernel(data[start:end], ends[first:last] - start, tables, encoder, cache, memo, scratch, alive,
-                            out[n : n + end - start])
-            if status < 0:
-                raise_for_status(status, data, self.tables["byte_tokens"])
-            offsets[index + 1] = n + status
-        return out[: offsets[-1]], offsets
+        offsets[1:] = np.searchsorted(token_ends, kept_text_ends, side="right")
+        return tokens, offsets
+
+    def _token_lengths(self) -> np.ndarray:
+        """Each token's length in bytes (int64)."""
+        if self._lengths is None:
+            self._lengths = np.diff(self.tables["token_offsets"]).astype(np.int64)
+        return self._lengths
 
     def encode_ordinary_flat(self, texts: Sequence[str], num_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """All texts' tokens in one uint32 array and int64 offsets: text i is tokens[offsets[i]:offsets[i + 1]]."""
@@ -329,8 +328,8 @@ class JitEngine:
         threads = _threads(num_threads, len(texts))
         if self.pattern_id is None or (self.tables["byte_tokens"] < 0).any():
             tokens, offsets = self.encode_ordinary_flat(texts, threads)
-            flat = self.as_list(tokens)
-            return [flat[offsets[i] : offsets[i + 1]] for i in range(len(texts))]
+            flat, bounds = self.as_list(tokens), offsets.tolist()
+            return [flat[start:end] for start, end in zip(bounds[:-1], bounds[1:])]
         return [tokens for piece in self._in_pieces(texts, threads, self._token_lists) for tokens in piece]
 
     def _encode_texts(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:

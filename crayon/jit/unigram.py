@@ -7,6 +7,7 @@ import numpy as np
 from crayon.errors import UnsupportedComponentError
 from crayon.jit.dat import lookup, transition
 from crayon.jit.lazy import njit
+from crayon.jit.word_cache import find_cached, new_word_cache, remember
 from crayon.reference.unigram import UnigramModel
 
 
@@ -37,10 +38,10 @@ def _emit_unknown(data, start, end, dat, byte_ids, unk_id, out, n):
 
 
 @njit(cache=True, nogil=True)
-def encode_spans_kernel(data, span_ends, dat, scores, unk_score, unk_id, fuse_unk, byte_ids, out, counts):
+def encode_spans_kernel(data, span_ends, dat, scores, unk_score, unk_id, fuse_unk, byte_ids, cache, out, counts):
     """Encode the spans data[span_ends[i - 1]:span_ends[i]] (from 0) into ``out`` (room for one id per byte);
     returns the number of ids and writes each span's into ``counts``. ``byte_ids[0] == -2`` means no byte
-    fallback."""
+    fallback; ``cache`` is a ``crayon.jit.word_cache``."""
     base, check, values = dat
     longest = 0
     start = 0
@@ -53,7 +54,14 @@ def encode_spans_kernel(data, span_ends, dat, scores, unk_score, unk_id, fuse_un
     path = np.empty(longest + 1, np.int64)
     n = 0
     span_start = 0
+    used = 0
     for span, span_end in enumerate(span_ends):
+        found = find_cached(cache, data, span_start, span_end, out, n)
+        if found >= 0:
+            counts[span] = found
+            n += found
+            span_start = span_end
+            continue
         first = n
         size = span_end - span_start
         best_score[0], best_start[0] = 0, 0
@@ -102,6 +110,7 @@ def encode_spans_kernel(data, span_ends, dat, scores, unk_score, unk_id, fuse_un
             n = _emit_unknown(data, span_start + unknown_start, span_start + end, dat, byte_ids, unk_id, out, n)
             unknown_start = -1
         counts[span] = n - first
+        used = remember(cache, found, span_start, span_end, first, n - first, used)
         span_start = span_end
     return n
 
@@ -115,5 +124,5 @@ def encode_spans(model: UnigramModel, data: np.ndarray, span_ends: np.ndarray) -
     counts = np.empty(len(span_ends), np.int64)
     byte_ids = model.byte_ids if model.byte_fallback else np.full(256, -2, np.int64)
     count = encode_spans_kernel(data, span_ends.astype(np.int64), model.dat, model.scores, model.unk_score,
-                                model.unk_id, model.fuse_unk, byte_ids, out, counts)
+                                model.unk_id, model.fuse_unk, byte_ids, new_word_cache(len(span_ends)), out, counts)
     return out[:count], counts

@@ -14,6 +14,7 @@ from crayon.jit.char_bpe import CharBytePairTables
 from crayon.jit.cores import available_cores
 from crayon.jit.char_bpe import encode_spans as char_bpe_encode_spans
 from crayon.jit.regex_vm import compiled_splits_of, kept_text
+from crayon.jit.tables import id_objects
 from crayon.jit.unigram import encode_spans as unigram_encode_spans
 from crayon.jit.wordpiece import encode_words
 from crayon.reference.char_bpe import CharBytePairModel
@@ -41,6 +42,7 @@ class VocabModelEngine:
         self._normalizer = tokenizer.normalizer
         self._pretokenizer = tokenizer.pretokenizer
         self.compiled_splits = compiled_splits_of(tokenizer.pretokenizer)
+        self._id_objects = id_objects(1 + max(self.model.token_bytes, default=-1))
 
     def _prepared(self, text: str) -> bytes:
         """The UTF-8 bytes the pre-tokenizer splits: the normalized text (with the compiled splits' prefix)."""
@@ -80,7 +82,7 @@ class VocabModelEngine:
         return self.encode_ordinary_flat([text])[0]
 
     def encode_ordinary(self, text: str) -> list[int]:
-        return self.encode_ordinary_array(text).tolist()
+        return self._id_objects.take(self.encode_ordinary_array(text)).tolist()
 
     def encode_ordinary_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
         """Ids of each text; ``num_threads`` threads (default: one per core) share the texts."""
@@ -93,6 +95,6 @@ class VocabModelEngine:
             flats = list(pool.map(self.encode_ordinary_flat, chunks))
         batches = []
         for ids, offsets in flats:
-            ids = ids.tolist()
-            batches += [ids[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1)]
+            ids, bounds = self._id_objects.take(ids).tolist(), offsets.tolist()
+            batches += [ids[start:end] for start, end in zip(bounds[:-1], bounds[1:])]
         return batches
