@@ -43,7 +43,8 @@ class LongTexts:
         self.part_bytes = part_bytes
         # what the cut rule reads of the tokenizer; no added tokens, as the engine's text has none left in it
         self._spec = SimpleNamespace(name=tokenizer.name, pattern=tokenizer.pattern, normalizer=tokenizer.normalizer,
-                                     pretokenizer=tokenizer.pretokenizer, added_tokens={})
+                                     pretokenizer=tokenizer.pretokenizer, added_tokens={},
+                                     added_token_options={})
         self._rule = None  # CutRule, made at the first long text (it imports the regex module)
         self.refusal: str | None = None  # why texts of this tokenizer are not cut, once known
 
