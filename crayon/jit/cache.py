@@ -1,9 +1,14 @@
-"""The piece cache as numpy arrays and Numba kernels: the jit twin of ``crayon.reference.cache`` (read that first).
+"""The piece caches as numpy arrays and Numba kernels: the jit twin of ``crayon.reference.cache`` (read that first).
 
-A cache is a uint64 array of ``2 * n_buckets`` rows of 4 words, a bucket's two slots in one 64-byte cache line:
-``[bytes 0-7, bytes 8-15, length | count << 8 | token 0 << 32, token 1 | token 2 << 32]``; a zero length is an
-empty slot. A lookup costs one cache line, where the line's latency is most of its cost. Each thread uses
-its own cache. The slots hold the same entries as the reference's after the same lookups and inserts.
+A piece cache is a uint64 array of ``2 * n_buckets`` rows of 4 words, a bucket's two slots in one 64-byte cache
+line: ``[bytes 0-7, bytes 8-15, length | count << 8 | token 0 << 32, token 1 | token 2 << 32]``; a zero length is
+an empty slot. A lookup costs one cache line, where the line's latency is most of its cost.
+
+A long-piece cache is a uint64 array of ``n_rows`` rows of 16 words: ``[length | count << 8, bytes 0-7, 8-15,
+16-23, 24-31, then the tokens, token 2i in the low half of word 5 + i, token 2i + 1 in its high half]``; a zero
+first word is an empty row.
+
+Each thread uses its own caches. They hold the same entries as the reference's after the same lookups and inserts.
 """
 
 from __future__ import annotations
@@ -15,11 +20,17 @@ import numpy as np
 from crayon.jit.lazy import intrinsic, njit
 
 from crayon.jit.bpe import table_capacity
-from crayon.reference.cache import DEFAULT_BUCKETS, MAX_PIECE_BYTES, MAX_PIECE_TOKENS, MIN_PIECE_BYTES
+from crayon.reference.cache import (DEFAULT_BUCKETS, DEFAULT_LONG_ROWS, LONG_PIECE_BYTES, LONG_PIECE_TOKENS,
+                                    MAX_PIECE_BYTES, MAX_PIECE_TOKENS, MIN_PIECE_BYTES)
 
 ROW_WORDS = 4
 _MULTIPLIER_LOW = np.uint64(0x9E3779B97F4A7C15)
 _MULTIPLIER_HIGH = np.uint64(0xC2B2AE3D27D4EB4F)
+_MULTIPLIER_3 = np.uint64(0x165667B19E3779F9)
+_MULTIPLIER_4 = np.uint64(0xD6E8FEB86659FD93)
+LONG_ROW_WORDS = 16
+_LONG_TOKENS_AT = 5  # the word holding a long row's first two tokens
+_HIGH_BITS = np.uint64(0x8080808080808080)
 _U8 = np.uint64(8)
 _U32 = np.uint64(32)
 _LOW32 = np.uint64(0xFFFFFFFF)
@@ -101,6 +112,79 @@ def cache_store(cache, low, high, length, row, tokens, first, count):
     cache[row, 3] = following
 
 
+def new_long_piece_cache(n_rows: int = DEFAULT_LONG_ROWS) -> np.ndarray:
+    """An empty long-piece cache of ``n_rows`` rows (a power of two)."""
+    if n_rows < 1 or n_rows & (n_rows - 1):
+        raise ValueError(f"n_rows must be a power of two, not {n_rows}")
+    return np.zeros((n_rows, LONG_ROW_WORDS), np.uint64)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def long_piece_key(data, start, end):
+    """data[start:end] (2 to 32 bytes) as four little-endian words."""
+    first, second = piece_key(data, start, min(end, start + 16))
+    third, fourth = np.uint64(0), np.uint64(0)
+    if end > start + 16:
+        third, fourth = piece_key(data, start + 16, end)
+    return first, second, third, fourth
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def long_piece_row(first, second, third, fourth, length, n_rows):
+    """The row of a span with this key (the reference's ``long_piece_row``)."""
+    mixed = (first * _MULTIPLIER_LOW) ^ (second * _MULTIPLIER_HIGH) ^ (third * _MULTIPLIER_3) ^ (fourth * _MULTIPLIER_4)
+    mixed = (mixed ^ np.uint64(length)) * _MULTIPLIER_LOW
+    return np.int64((mixed >> _U32) & np.uint64(n_rows - 1))
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def long_cache_lookup(cache, first, second, third, fourth, length, row, out, n):
+    """Copy the cached tokens of the span to out[n:] and return the new n, or -1 on a miss."""
+    meta = cache[row, 0]
+    if (meta & np.uint64(0xFF)) != np.uint64(length) or cache[row, 1] != first or cache[row, 2] != second or (
+            cache[row, 3] != third or cache[row, 4] != fourth):
+        return -1
+    count = np.int64((meta >> _U8) & np.uint64(0xFF))
+    if count < 1 or count > LONG_PIECE_TOKENS:
+        return -1
+    for i in range(count):
+        word = cache[row, _LONG_TOKENS_AT + (i >> 1)]
+        out[n + i] = (word >> _U32) if i & 1 else (word & _LOW32)
+    return n + count
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def long_cache_store(cache, first, second, third, fourth, length, row, tokens, start, count):
+    """Put the span's tokens[start:start + count] in its row (1 <= count <= LONG_PIECE_TOKENS), replacing the row."""
+    cache[row, 0] = np.uint64(length) | (np.uint64(count) << _U8)
+    cache[row, 1], cache[row, 2], cache[row, 3], cache[row, 4] = first, second, third, fourth
+    for i in range(0, count, 2):
+        word = np.uint64(tokens[start + i]) & _LOW32
+        if i + 1 < count:
+            word |= (np.uint64(tokens[start + i + 1]) & _LOW32) << _U32
+        cache[row, _LONG_TOKENS_AT + (i >> 1)] = word
+
+
+@njit(cache=True)
+def cached_long_get(cache, data, start, end, out, n):
+    """Lookup of data[start:end] (2 to 32 bytes) in a long-piece cache: the new n, or -1 on a miss."""
+    first, second, third, fourth = long_piece_key(data, start, end)
+    row = long_piece_row(first, second, third, fourth, end - start, cache.shape[0])
+    return long_cache_lookup(cache, first, second, third, fourth, end - start, row, out, n)
+
+
+@njit(cache=True)
+def cached_long_put(cache, data, start, end, tokens, first_token, count):
+    """Insert data[start:end] -> tokens[first_token:first_token + count] if the long-piece cache keeps it."""
+    length = end - start
+    if MIN_PIECE_BYTES <= length <= LONG_PIECE_BYTES and 1 <= count <= LONG_PIECE_TOKENS:
+        first, second, third, fourth = long_piece_key(data, start, end)
+        if length <= MAX_PIECE_BYTES and (count <= MAX_PIECE_TOKENS or is_ascii(first, second)):
+            return
+        row = long_piece_row(first, second, third, fourth, length, cache.shape[0])
+        long_cache_store(cache, first, second, third, fourth, length, row, tokens, first_token, count)
+
+
 @intrinsic
 def load_word(typingctx, data, index):
     """The 8 bytes data[index:index + 8] of a uint8 array as one native-endian uint64, read with one unaligned
@@ -144,13 +228,27 @@ def prefetch(typingctx, table, row):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def prefetch_piece(cache, short_tokens, data, start, end):
-    """Start loading what looking data[start:end] up will read first (its cache bucket, its row of the short-token
-    table), so that the lookup, a few spans later, does not wait for memory. Out-of-range spans are ignored."""
-    if MIN_PIECE_BYTES <= end - start <= MAX_PIECE_BYTES and start >= 0 and end <= data.shape[0]:
-        low, high = piece_key(data, start, end)
-        prefetch(cache, piece_row(low, high, end - start, cache.shape[0]))
-        prefetch(short_tokens, piece_hash(low, high, end - start) & (short_tokens.shape[0] - 1))
+def prefetch_piece(caches, short_tokens, data, start, end):
+    """Start loading what looking data[start:end] up will read first (its piece-cache bucket and its row of the
+    short-token table, or its long-piece cache row), so that the lookup, a few spans later, does not wait for
+    memory. ``caches`` is (piece cache, long-piece cache). Out-of-range spans are ignored."""
+    length = end - start
+    if MIN_PIECE_BYTES <= length <= LONG_PIECE_BYTES and start >= 0 and end <= data.shape[0]:
+        cache, long_cache = caches
+        if length <= MAX_PIECE_BYTES:
+            low, high = piece_key(data, start, end)
+            prefetch(cache, piece_row(low, high, length, cache.shape[0]))
+            prefetch(short_tokens, piece_hash(low, high, length) & (short_tokens.shape[0] - 1))
+            if is_ascii(low, high):
+                return
+        first, second, third, fourth = long_piece_key(data, start, end)
+        prefetch(long_cache, long_piece_row(first, second, third, fourth, length, long_cache.shape[0]))
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def is_ascii(low, high):
+    """Whether the bytes of a piece key are all ASCII."""
+    return ((low | high) & _HIGH_BITS) == np.uint64(0)
 
 
 @njit(cache=True)

@@ -6,8 +6,13 @@ bytes; a lookup checks the bucket's two slots; an insert puts the new entry in t
 entry there to the second, dropping the one in the second. The cache never grows and never needs clearing.
 
 Only spans of 2 to 16 bytes that encode to 1 to 3 tokens are kept: they are the words that repeat (one byte is
-its own token without a lookup; longer spans are rare), and a slot of 32 bytes holds them, two to a cache line. The jit
-twin (``crayon.jit.cache``) stores the same entries in the same slots.
+its own token without a lookup), and a slot of 32 bytes holds them, two to a cache line. The jit twin
+(``crayon.jit.cache``) stores the same entries in the same slots.
+
+The long-piece cache keeps what the piece cache does not: spans of 17 to 32 bytes, and spans of 2 to 16 bytes
+with a non-ASCII byte that encode to 4 to 22 tokens (words of non-Latin scripts, mostly: a third of multilingual text's spans, each a full
+encode on every sight without it). It is direct-mapped: a span's hash picks one row of 128 bytes (a length and
+count word, the span's bytes in 4 words, its tokens two to a word), and a new entry replaces the row's old one.
 """
 
 from __future__ import annotations
@@ -16,10 +21,15 @@ MIN_PIECE_BYTES = 2
 MAX_PIECE_BYTES = 16
 MAX_PIECE_TOKENS = 3
 DEFAULT_BUCKETS = 32768
+LONG_PIECE_BYTES = 32
+LONG_PIECE_TOKENS = 22
+DEFAULT_LONG_ROWS = 65536
 
 _MASK64 = (1 << 64) - 1
 _MULTIPLIER_LOW = 0x9E3779B97F4A7C15
 _MULTIPLIER_HIGH = 0xC2B2AE3D27D4EB4F
+_MULTIPLIER_3 = 0x165667B19E3779F9
+_MULTIPLIER_4 = 0xD6E8FEB86659FD93
 
 
 def piece_key(span: bytes) -> tuple[int, int]:
@@ -72,3 +82,46 @@ class PieceCache:
             tokens = encode(span)
             self.put(span, tokens)
         return tokens
+
+
+def long_piece_key(span: bytes) -> tuple[int, int, int, int]:
+    """The span's bytes (at most 32) as four little-endian 64-bit words."""
+    return tuple(int.from_bytes(span[i : i + 8], "little") for i in range(0, 32, 8))
+
+
+def long_piece_row(span: bytes, n_rows: int) -> int:
+    """The row of a span in a long-piece cache of ``n_rows`` rows (a power of two)."""
+    first, second, third, fourth = long_piece_key(span)
+    mixed = (first * _MULTIPLIER_LOW) ^ (second * _MULTIPLIER_HIGH) ^ (third * _MULTIPLIER_3) ^ (fourth * _MULTIPLIER_4)
+    mixed = (((mixed ^ len(span)) & _MASK64) * _MULTIPLIER_LOW) & _MASK64
+    return (mixed >> 32) & (n_rows - 1)
+
+
+def is_long_cacheable(span: bytes, tokens: list[int]) -> bool:
+    """Whether the long-piece cache keeps this span and its encoding: what the piece cache refuses, up to 32 bytes
+    and 22 tokens, except ASCII spans of up to 16 bytes (English words of more than 3 tokens are rare: a lookup
+    for them would cost every first sight of a word a memory access for nothing)."""
+    fits = MIN_PIECE_BYTES <= len(span) <= LONG_PIECE_BYTES and 1 <= len(tokens) <= LONG_PIECE_TOKENS
+    return fits and not is_cacheable(span, tokens) and (len(span) > MAX_PIECE_BYTES or not span.isascii())
+
+
+class LongPieceCache:
+    """A fixed-size, direct-mapped map from span bytes to their tokens for the spans ``PieceCache`` does not keep."""
+
+    def __init__(self, n_rows: int = DEFAULT_LONG_ROWS):
+        if n_rows < 1 or n_rows & (n_rows - 1):
+            raise ValueError(f"n_rows must be a power of two, not {n_rows}")
+        self.n_rows = n_rows
+        self.rows: list[tuple[bytes, tuple[int, ...]] | None] = [None] * n_rows
+
+    def get(self, span: bytes) -> list[int] | None:
+        """The cached tokens of ``span``, or None."""
+        if not MIN_PIECE_BYTES <= len(span) <= LONG_PIECE_BYTES:
+            return None
+        entry = self.rows[long_piece_row(span, self.n_rows)]
+        return list(entry[1]) if entry is not None and entry[0] == span else None
+
+    def put(self, span: bytes, tokens: list[int]) -> None:
+        """Remember ``tokens`` for ``span`` if it is long-cacheable, replacing its row's entry."""
+        if is_long_cacheable(span, tokens):
+            self.rows[long_piece_row(span, self.n_rows)] = (span, tuple(tokens))
