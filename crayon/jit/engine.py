@@ -48,7 +48,8 @@ MEMO_SLOTS = 1 << 18
 SMALL_CACHE_BUCKETS, SMALL_LONG_ROWS, SMALL_MEMO_SLOTS = 1 << 10, 1 << 8, 1 << 12  # a thread's first caches and memo (64, 32, 32 KB)
 FEW_TOKENS = 32  # as_list converts this many tokens or fewer directly (measured faster than through id_objects)
 SHORT_CALL_BYTES = 4096  # one text up to this long is encoded in reusable per-thread arrays
-GROW_AFTER_BYTES = 1 << 16  # then full-size ones (2 MB each) once the thread has encoded this much text
+GROW_AFTER_BYTES = 1 << 16  # then full-size ones (piece cache 4 MB, long-piece cache 8 MB, memo 2 MB; their pages
+# are taken as they are written) once the thread has encoded this much text
 PIECES_PER_THREAD = 4  # a batch on several threads is cut into this many runs of texts per thread
 KERNEL_CHOICES = ("auto", "aot", "numba")
 
