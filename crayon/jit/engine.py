@@ -204,12 +204,17 @@ class JitEngine:
                 np.zeros(2, np.int64), np.zeros(1, np.int64), np.empty(SHORT_CALL_BYTES, np.uint8),
                 np.empty(SPAN_BATCH, np.int64), np.zeros(6, np.int64), np.empty(SHORT_CALL_BYTES, np.uint32))
         doc_offsets, counts, classes, ends, resume, out = arrays
+        buffers = getattr(local, "short_buffers", None)
+        if buffers is None:  # until the thread's caches are full-size; then the same ones serve every short call
+            buffers = self._buffers(0, len(encoded)) + (classes, ends)
+            if local.full_size:
+                local.short_buffers = buffers  # a scratch grown later stays unused here: a long span returns None
         doc_offsets[1] = len(encoded)
         resume.fill(0)
         data = np.frombuffer(encoded, np.uint8)
         status = (self._kernels or self.kernels).encode_docs_kernel(
-            data, doc_offsets, 1, self.pattern_id, self._char_tables, self.kernel_tables, self._encoder_id,
-            self._buffers(0, len(encoded)) + (classes, ends), out, counts, resume)
+            data, doc_offsets, 1, self.pattern_id, self._char_tables, self.kernel_tables, self._encoder_id, buffers,
+            out, counts, resume)
         return None if status < 0 else self.as_list(out[:status])
 
     def _split(self, text: str) -> list[bytes]:
