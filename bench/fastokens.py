@@ -9,9 +9,13 @@ time for a file is the sum over its 8 parts of process CPU time (every thread of
 spawned threads is not flattered); the table shows the median over rounds as MB/s and crayon's time over the
 peer's (above 1: crayon is slower). Every part's ids are compared with tiktoken's.
 
-    taskset -c 0 python -m bench.fastokens [--rounds N] [--quick]
+    taskset -c 0 python -m bench.fastokens [--rounds N] [--quick] [--before OLD.json]
 
-Writes bench/results/fastokens.json.
+Writes bench/results/fastokens.json. ``--before`` names the JSON of an earlier run (say, of an older checkout:
+``git archive OLD | tar -x -C DIR``, then this script from DIR, its corpora found at DIR/../shared/corpora) and
+prints the two side by side: crayon's MB/s and its time over fastokens' then and now (each ratio measured within
+its own run, so a change in the machine's load between the runs moves the ratios less than the MB/s); the JSON
+keeps both.
 """
 
 from __future__ import annotations
@@ -95,11 +99,34 @@ def measure_file(found: dict, parts: list[str], warm_up: str) -> dict:
     return result
 
 
+def before_after(before: dict, after: dict) -> list[dict]:
+    """Rows of both runs matched by vocabulary, corpus and pass: crayon's MB/s and its time over fastokens'."""
+    old = {(row["vocabulary"], row["corpus"], row["pass"]): row for row in before["rows"]}
+    table = []
+    print(f"\nbefore -> after (crayon MB/s; crayon's time over fastokens', above 1: fastokens is faster)")
+    print(f"{'vocabulary':<12} {'corpus':<18} {'pass':<12} {'MB/s before':>11} {'after':>7} {'c/fastok before':>15}"
+          f" {'after':>6}")
+    for row in after["rows"]:
+        key = (row["vocabulary"], row["corpus"], row["pass"])
+        if key not in old:
+            continue
+        entry = {"vocabulary": key[0], "corpus": key[1], "pass": key[2],
+                 "crayon_mb_per_s": [old[key]["mb_per_s"]["crayon"], row["mb_per_s"]["crayon"]],
+                 "crayon_time_over_fastokens": [old[key]["crayon_time_over_peer"]["fastokens"],
+                                                row["crayon_time_over_peer"]["fastokens"]]}
+        table.append(entry)
+        print(f"{key[0]:<12} {key[1]:<18} {key[2]:<12} {entry['crayon_mb_per_s'][0]:>11.1f} "
+              f"{entry['crayon_mb_per_s'][1]:>7.1f} {entry['crayon_time_over_fastokens'][0]:>15.2f} "
+              f"{entry['crayon_time_over_fastokens'][1]:>6.2f}")
+    return table
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="first 400 kB of each corpus, one round")
     parser.add_argument("--unpinned", action="store_true", help="run although the process may use several CPUs")
+    parser.add_argument("--before", type=Path, help="the JSON of an earlier run, printed side by side with this one")
     args = parser.parse_args()
     cpus = os.sched_getaffinity(0)
     if len(cpus) != 1 and not args.unpinned:
@@ -140,6 +167,8 @@ def main() -> None:
                       flush=True)
     report["load_average_end"] = os.getloadavg()
     print(f"load average: start {report['load_average_start']}, end {report['load_average_end']}")
+    if args.before:
+        report["before"] = {"file": str(args.before), "rows": before_after(json.loads(args.before.read_text()), report)}
     RESULTS.mkdir(parents=True, exist_ok=True)
     output = RESULTS / ("fastokens-quick.json" if args.quick else "fastokens.json")
     output.write_text(json.dumps(report, indent=2))

@@ -47,9 +47,11 @@ def encode_spans(tables, spans: list[bytes], encoder: str) -> list[list[int]]:
     ends = np.cumsum([len(span) for span in spans]).astype(np.int64)
     longest = max(map(len, spans), default=1)
     out = np.empty(len(data), np.uint32)
-    cache, memo = jit_cache.new_piece_cache(64), jit_backtrack.new_validity_memo(64)
+    caches = (jit_cache.new_piece_cache(64), jit_cache.new_long_piece_cache(16),
+              jit_cache.new_long_piece_cache(4, ref_cache.LONGER_ROW_WORDS))
+    memo = jit_backtrack.new_validity_memo(64)
     scratch, alive = np.empty(5 * longest, np.int64), np.empty(longest + 1, np.uint8)
-    count = encode_spans_kernel(data, ends, kernel, ENCODERS[encoder], cache, memo, scratch, alive, out)
+    count = encode_spans_kernel(data, ends, kernel, ENCODERS[encoder], *caches, memo, scratch, alive, out)
     assert count >= 0
     return _cut(out[:count].tolist(), tables, spans)
 
@@ -209,6 +211,67 @@ def test_piece_cache_matches_reference(ops):
         assert _jit_cache_entries(cache) == reference.slots
 
 
+def _jit_long_cache_entries(cache: np.ndarray) -> list:
+    """The long-piece cache's rows as the reference's (span, tokens) entries."""
+    entries = []
+    for row in cache:
+        length, count = int(row[0]) & 0xFFFF, int(row[0]) >> 16
+        if length == 0:
+            entries.append(None)
+            continue
+        words = -(-length // 8)
+        key = b"".join(int(word).to_bytes(8, "little") for word in row[1 : 1 + words])
+        tokens = [(int(row[1 + words + i // 2]) >> (32 * (i % 2))) & 0xFFFFFFFF for i in range(count)]
+        entries.append((key[:length], tuple(tokens)))
+    return entries
+
+
+@pytest.mark.parametrize("longer", [False, True], ids=["long", "longer"])
+@settings(max_examples=40, deadline=None)
+@given(ops=st.lists(st.tuples(st.binary(min_size=1, max_size=300), st.lists(st.integers(0, 2**32 - 1), max_size=30)),
+                    max_size=40))
+def test_long_piece_caches_match_reference(longer, ops):
+    """Same gets, same puts: the jit long-piece caches answer as the reference's and hold the same rows (a span
+    of the other cache's lengths is never looked up or put there: the kernels pick the cache by length)."""
+    if longer:
+        reference, cache = ref_cache.longer_piece_cache(8), jit_cache.new_long_piece_cache(8, ref_cache.LONGER_ROW_WORDS)
+    else:
+        reference, cache = ref_cache.LongPieceCache(8, row_words=6), jit_cache.new_long_piece_cache(8, 6)
+    out = np.zeros(400, np.uint32)
+    for span, tokens in ops:
+        if not reference.min_bytes <= len(span) <= reference.max_bytes:
+            continue
+        data = np.frombuffer(span, np.uint8)
+        found = jit_cache.cached_long_get(cache, data, 0, len(span), out, 0)
+        assert (None if found < 0 else out[:found].tolist()) == reference.get(span)
+        if not ref_cache.is_cacheable(span, tokens):
+            reference.put(span, tokens)
+            jit_cache.cached_long_put(cache, data, 0, len(span), np.array(tokens, np.uint32), 0, len(tokens))
+        assert _jit_long_cache_entries(cache) == reference.rows
+
+
+def test_long_piece_cache_keeps_what_the_piece_cache_refuses():
+    long, longer = ref_cache.LongPieceCache(64), ref_cache.longer_piece_cache(64)
+    kept = {"é".encode(): [1, 2, 3, 4], b"x" * 17: [5], b"y" * 32: list(range(22)), b"u" * 256: list(range(190))}
+    refused = {"ü".encode(): [1, 2, 3], b"ab": [1, 2, 3, 4], b"z" * 257: [6], b"w" * 32: list(range(23)),
+               b"t" * 256: list(range(191)), b"v" * 20: []}
+    for span, tokens in {**refused, **kept}.items():
+        long.put(span, tokens)
+        longer.put(span, tokens)
+    assert all((long.get(span) or longer.get(span)) == tokens for span, tokens in kept.items())
+    assert all(long.get(span) is None and longer.get(span) is None for span in refused)
+
+
+def test_long_piece_row_matches_reference():
+    rng = random.Random(3)
+    for _ in range(500):
+        span = bytes(rng.randrange(256) for _ in range(rng.randint(2, 256)))
+        before = bytes(rng.randrange(256) for _ in range(rng.randint(0, 3)))
+        after = bytes(rng.randrange(256) for _ in range(rng.randint(0, 40)))
+        buffer = np.frombuffer(before + span + after, np.uint8)
+        assert jit_cache.long_piece_row(buffer, len(before), len(before) + len(span), 1024) == ref_cache.long_piece_row(span, 1024)
+
+
 def test_piece_cache_bucket_hash_matches_reference():
     rng = random.Random(2)
     for _ in range(500):
@@ -259,7 +322,8 @@ def encode_spans_raw(tables, spans, encoder):
     out = np.empty(len(data), np.uint32)
     longest = max(map(len, spans))
     return encode_spans_kernel(data, ends, kernel, ENCODERS[encoder], jit_cache.new_piece_cache(64),
-                               jit_backtrack.new_validity_memo(64), np.empty(5 * longest, np.int64),
+                               jit_cache.new_long_piece_cache(16),
+                               jit_cache.new_long_piece_cache(4, ref_cache.LONGER_ROW_WORDS), jit_backtrack.new_validity_memo(64), np.empty(5 * longest, np.int64),
                                np.empty(longest + 1, np.uint8), out)
 
 
@@ -291,9 +355,9 @@ def test_stored_derived_tables_are_what_the_dat_and_rows_give():
 
 
 def test_prefetch_changes_nothing_and_ignores_spans_outside_the_data():
-    cache = jit_cache.new_piece_cache(8)
+    caches = jit_cache.new_piece_cache(8), jit_cache.new_long_piece_cache(8), jit_cache.new_long_piece_cache(8, 32)
     short_tokens = np.zeros((16, 4), np.uint64)
     data = np.frombuffer(b"hello world", np.uint8)
     for start, end in [(0, 5), (5, 11), (0, 11), (3, 3), (2**40, 2**40 + 4), (-2**40, -2**40 + 4), (8, 20)]:
-        assert jit_cache.prefetch_piece(cache, short_tokens, data, start, end) is None
-    assert not cache.any() and not short_tokens.any()
+        assert jit_cache.prefetch_piece(caches, short_tokens, data, start, end) is None
+    assert not any(cache.any() for cache in caches) and not short_tokens.any()

@@ -44,13 +44,14 @@ def _array(dtype: str, ndim: int = 1, writable: bool = True) -> tuple:
 BPE_TABLES = tuple(_array(dtype, ndim, writable=False) for dtype, ndim in (
     ("i4", 1), ("i8", 2), ("i8", 1), ("u1", 1), ("i8", 1), ("i8", 1), ("i4", 2), ("i4", 2), ("u8", 2), ("i4", 1)))
 CHAR_TABLES = (_array("u2"), _array("u1"), _array("u2"))
-BUFFERS = (_array("u8", 2), _array("u8"), _array("i8"), _array("u1"))  # piece cache, validity memo, scratch, alive
+# the piece cache, long-piece and longer-piece caches, validity memo, scratch, alive
+BUFFERS = (_array("u8", 2), _array("u8", 2), _array("u8", 2), _array("u8"), _array("i8"), _array("u1"))
 TEXT = _array("u1", writable=False)
 SIGNATURES = {
     # (data, doc_offsets, last_doc, pattern_id, char_tables, bpe, encoder, buffers + (classes, ends), out, counts, resume)
     "encode_docs_kernel": (TEXT, _array("i8"), INT, INT, CHAR_TABLES, BPE_TABLES, INT,
                            BUFFERS + (_array("u1"), _array("i8")), _array("u4"), _array("i8"), _array("i8")),
-    # (data, span_ends, bpe, encoder, cache, memo, scratch, alive, out)
+    # (data, span_ends, bpe, encoder, cache, long_cache, longer_cache, memo, scratch, alive, out)
     "encode_spans_kernel": (TEXT, _array("i8"), BPE_TABLES, INT, *BUFFERS, _array("u4")),
     # (data): the first invalid UTF-8 byte, or -1 (the dataset pipeline checks a batch without the GIL)
     "utf8_error_kernel": (TEXT,),

@@ -1,9 +1,15 @@
-"""The piece cache as numpy arrays and Numba kernels: the jit twin of ``crayon.reference.cache`` (read that first).
+"""The piece caches as numpy arrays and Numba kernels: the jit twin of ``crayon.reference.cache`` (read that first).
 
-A cache is a uint64 array of ``2 * n_buckets`` rows of 4 words, a bucket's two slots in one 64-byte cache line:
-``[bytes 0-7, bytes 8-15, length | count << 8 | token 0 << 32, token 1 | token 2 << 32]``; a zero length is an
-empty slot. A lookup costs one cache line, where the line's latency is most of its cost. Each thread uses
-its own cache. The slots hold the same entries as the reference's after the same lookups and inserts.
+A piece cache is a uint64 array of ``2 * n_buckets`` rows of 4 words, a bucket's two slots in one 64-byte cache
+line: ``[bytes 0-7, bytes 8-15, length | count << 8 | token 0 << 32, token 1 | token 2 << 32]``; a zero length is
+an empty slot. A lookup costs one cache line, where the line's latency is most of its cost.
+
+A long-piece cache is a uint64 array of ``n_rows`` rows of ``row_words`` words: ``[length | count << 16, the
+span's bytes in ceil(length / 8) words, then its tokens, token 2i in the low half of a word, token 2i + 1 in its
+high half]``; a zero first word is an empty row. The long-piece cache (spans of up to 32 bytes) and the
+longer-piece cache (33 to 256 bytes) differ only in their number and width of rows.
+
+Each thread uses its own caches. They hold the same entries as the reference's after the same lookups and inserts.
 """
 
 from __future__ import annotations
@@ -15,11 +21,15 @@ import numpy as np
 from crayon.jit.lazy import intrinsic, njit
 
 from crayon.jit.bpe import table_capacity
-from crayon.reference.cache import DEFAULT_BUCKETS, MAX_PIECE_BYTES, MAX_PIECE_TOKENS, MIN_PIECE_BYTES
+from crayon.reference.cache import (DEFAULT_BUCKETS, DEFAULT_LONG_ROWS, LONG_PIECE_BYTES, LONG_ROW_WORDS, LONGER_PIECE_BYTES,
+                                    MAX_PIECE_BYTES, MAX_PIECE_TOKENS, MIN_PIECE_BYTES)
 
 ROW_WORDS = 4
 _MULTIPLIER_LOW = np.uint64(0x9E3779B97F4A7C15)
 _MULTIPLIER_HIGH = np.uint64(0xC2B2AE3D27D4EB4F)
+_U16 = np.uint64(16)
+_U29 = np.uint64(29)
+_HIGH_BITS = np.uint64(0x8080808080808080)
 _U8 = np.uint64(8)
 _U32 = np.uint64(32)
 _LOW32 = np.uint64(0xFFFFFFFF)
@@ -101,6 +111,105 @@ def cache_store(cache, low, high, length, row, tokens, first, count):
     cache[row, 3] = following
 
 
+def new_long_piece_cache(n_rows: int = DEFAULT_LONG_ROWS, row_words: int = LONG_ROW_WORDS) -> np.ndarray:
+    """An empty long-piece cache of ``n_rows`` rows (a power of two) of ``row_words`` words."""
+    if n_rows < 1 or n_rows & (n_rows - 1):
+        raise ValueError(f"n_rows must be a power of two, not {n_rows}")
+    return np.zeros((n_rows, row_words), np.uint64)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def span_word(data, start, end, at):
+    """The little-endian word of data[at:min(at + 8, end)] (start <= at < end): bytes past the span are zero."""
+    if LITTLE_ENDIAN and at >= 0 and at + 8 <= data.shape[0]:
+        word = load_word(data, at)
+        if end - at < 8:
+            word &= _ALL_BITS >> np.uint64(64 - 8 * (end - at))
+        return word
+    word = np.uint64(0)
+    for i in range(min(end, at + 8) - 1, at - 1, -1):
+        word = (word << _U8) | np.uint64(data[i])
+    return word
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def long_piece_row(data, start, end, n_rows):
+    """The row of data[start:end] in a long-piece cache of ``n_rows`` rows (the reference's ``long_piece_row``)."""
+    mixed = np.uint64(end - start)
+    for at in range(start, end, 8):
+        mixed = (mixed ^ span_word(data, start, end, at)) * _MULTIPLIER_LOW
+        mixed ^= mixed >> _U29
+    return np.int64(((mixed * _MULTIPLIER_HIGH) >> _U32) & np.uint64(n_rows - 1))
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def fits_long_row(row_words, length, count):
+    """Whether a row of ``row_words`` words holds a span of ``length`` bytes and ``count`` tokens."""
+    return 1 + (length + 7) // 8 + (count + 1) // 2 <= row_words
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def long_cache_lookup(cache, data, start, end, row, out, n):
+    """Copy the cached tokens of data[start:end] (in ``row``) to out[n:] and return the new n, or -1 on a miss."""
+    length = end - start
+    meta = cache[row, 0]
+    if (meta & np.uint64(0xFFFF)) != np.uint64(length):
+        return -1
+    word = 1
+    for at in range(start, end, 8):
+        if cache[row, word] != span_word(data, start, end, at):
+            return -1
+        word += 1
+    count = np.int64(meta >> _U16)
+    if count < 1 or not fits_long_row(cache.shape[1], length, count):
+        return -1
+    for i in range(count):
+        pair = cache[row, word + (i >> 1)]
+        out[n + i] = (pair >> _U32) if i & 1 else (pair & _LOW32)
+    return n + count
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def long_cache_store(cache, data, start, end, row, tokens, first, count):
+    """Put data[start:end] -> tokens[first:first + count] in ``row`` (the caller checked that it fits)."""
+    cache[row, 0] = np.uint64(end - start) | (np.uint64(count) << _U16)
+    word = 1
+    for at in range(start, end, 8):
+        cache[row, word] = span_word(data, start, end, at)
+        word += 1
+    for i in range(0, count, 2):
+        pair = np.uint64(tokens[first + i]) & _LOW32
+        if i + 1 < count:
+            pair |= (np.uint64(tokens[first + i + 1]) & _LOW32) << _U32
+        cache[row, word + (i >> 1)] = pair
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def long_cache_keeps(cache, data, start, end, count):
+    """Whether a long-piece cache keeps data[start:end] with ``count`` tokens, the span being one the piece cache
+    does not keep (the reference's ``LongPieceCache.keeps`` without its length range, which picks the cache)."""
+    length = end - start
+    if count < 1 or not fits_long_row(cache.shape[1], length, count):
+        return False
+    if length > MAX_PIECE_BYTES:
+        return True
+    low, high = piece_key(data, start, end)
+    return count > MAX_PIECE_TOKENS and not is_ascii(low, high)
+
+
+@njit(cache=True)
+def cached_long_get(cache, data, start, end, out, n):
+    """Lookup of data[start:end] in a long-piece cache: the new n, or -1 on a miss."""
+    return long_cache_lookup(cache, data, start, end, long_piece_row(data, start, end, cache.shape[0]), out, n)
+
+
+@njit(cache=True)
+def cached_long_put(cache, data, start, end, tokens, first, count):
+    """Insert data[start:end] -> tokens[first:first + count] if a long-piece cache for spans of this length keeps it."""
+    if long_cache_keeps(cache, data, start, end, count):
+        long_cache_store(cache, data, start, end, long_piece_row(data, start, end, cache.shape[0]), tokens, first, count)
+
+
 @intrinsic
 def load_word(typingctx, data, index):
     """The 8 bytes data[index:index + 8] of a uint8 array as one native-endian uint64, read with one unaligned
@@ -144,13 +253,27 @@ def prefetch(typingctx, table, row):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def prefetch_piece(cache, short_tokens, data, start, end):
-    """Start loading what looking data[start:end] up will read first (its cache bucket, its row of the short-token
-    table), so that the lookup, a few spans later, does not wait for memory. Out-of-range spans are ignored."""
-    if MIN_PIECE_BYTES <= end - start <= MAX_PIECE_BYTES and start >= 0 and end <= data.shape[0]:
-        low, high = piece_key(data, start, end)
-        prefetch(cache, piece_row(low, high, end - start, cache.shape[0]))
-        prefetch(short_tokens, piece_hash(low, high, end - start) & (short_tokens.shape[0] - 1))
+def prefetch_piece(caches, short_tokens, data, start, end):
+    """Start loading what looking data[start:end] up will read first (its piece-cache bucket and its row of the
+    short-token table, or its row of a long-piece cache), so that the lookup, a few spans later, does not wait for
+    memory. ``caches`` is (piece cache, long-piece cache, longer-piece cache). Out-of-range spans are ignored."""
+    length = end - start
+    if MIN_PIECE_BYTES <= length <= LONGER_PIECE_BYTES and start >= 0 and end <= data.shape[0]:
+        cache, long_cache, longer_cache = caches
+        if length <= MAX_PIECE_BYTES:
+            low, high = piece_key(data, start, end)
+            prefetch(cache, piece_row(low, high, length, cache.shape[0]))
+            prefetch(short_tokens, piece_hash(low, high, length) & (short_tokens.shape[0] - 1))
+            if is_ascii(low, high):
+                return
+        rows = long_cache if length <= LONG_PIECE_BYTES else longer_cache
+        prefetch(rows, long_piece_row(data, start, end, rows.shape[0]))
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def is_ascii(low, high):
+    """Whether the bytes of a piece key are all ASCII."""
+    return ((low | high) & _HIGH_BITS) == np.uint64(0)
 
 
 @njit(cache=True)

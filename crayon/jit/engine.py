@@ -28,7 +28,7 @@ from crayon.errors import BackendUnavailableError, CartridgeError, UnknownTokenE
 from crayon.jit import aot
 from crayon.jit import kernels as jit_kernels
 from crayon.jit.backtrack import backtracking_violation, check_backtrack_tables, new_validity_memo
-from crayon.jit.cache import new_piece_cache
+from crayon.jit.cache import new_long_piece_cache, new_piece_cache
 from crayon.jit.cores import available_cores
 from crayon.jit.kernels import ENCODERS, SPAN_BATCH
 from crayon.jit.long_text import LongTexts, joined_arrays, joined_lists
@@ -36,7 +36,7 @@ from crayon.jit.pretokenize import PATTERN_IDS, jit_pattern_of, unicode_tables
 from crayon.jit.regex_vm import compiled_splits_of, kept_text
 from crayon.jit.status import NEED_SCRATCH, raise_for_status
 from crayon.jit.tables import build_bpe_tables, check_bpe_tables, id_objects, kernel_tables
-from crayon.reference.cache import DEFAULT_BUCKETS
+from crayon.reference.cache import DEFAULT_BUCKETS, DEFAULT_LONG_ROWS, DEFAULT_LONGER_ROWS, LONGER_ROW_WORDS
 from crayon.reference.char_bpe import CharBytePairModel
 from crayon.reference.engine import flat_from_arrays
 from crayon.reference.unigram import UnigramModel
@@ -46,10 +46,12 @@ __all__ = ["JitEngine", "make_engine", "tables_for", "DEFAULT_ENCODER", "KERNEL_
 
 DEFAULT_ENCODER = "backtrack"
 MEMO_SLOTS = 1 << 18
-SMALL_CACHE_BUCKETS, SMALL_MEMO_SLOTS = 1 << 10, 1 << 12  # a thread's first cache and memo (64 KB, 32 KB)
+# a thread's first caches and memo: 64 KB, 32 KB (and 32 rows of the longer-piece cache, 32 KB), 32 KB
+SMALL_CACHE_BUCKETS, SMALL_LONG_ROWS, SMALL_MEMO_SLOTS = 1 << 10, 1 << 8, 1 << 12
 FEW_TOKENS = 32  # as_list converts this many tokens or fewer directly (measured faster than through id_objects)
 SHORT_CALL_BYTES = 4096  # one text up to this long is encoded in reusable per-thread arrays
-GROW_AFTER_BYTES = 1 << 16  # then full-size ones (2 MB each) once the thread has encoded this much text
+GROW_AFTER_BYTES = 1 << 16  # then full-size ones (piece cache 4 MB, long-piece caches 8 and 4 MB, memo 2 MB; their
+# pages are taken as they are written) once the thread has encoded this much text
 PIECES_PER_THREAD = 4  # a batch on several threads is cut into this many runs of texts per thread
 KERNEL_CHOICES = ("auto", "aot", "numba")
 
@@ -129,29 +131,34 @@ class JitEngine:
         """"aot" (the compiled extension) or "numba" (the dispatchers): which kernels ``kernels`` is."""
         return "numba" if self.kernels is jit_kernels else "aot"
 
-    def _buffers(self, longest_span: int = 0, text_bytes: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """This thread's (piece cache, validity memo, scratch, alive), the scratch grown to hold ``longest_span``.
+    def _buffers(self, longest_span: int = 0, text_bytes: int = 0) -> tuple[np.ndarray, ...]:
+        """This thread's (piece cache, long-piece cache, longer-piece cache, validity memo, scratch, alive), the
+        scratch grown to hold ``longest_span``.
 
-        A thread starts with a small cache and memo (a tokenizer loaded for a few short calls allocates little)
+        A thread starts with small caches and memo (a tokenizer loaded for a few short calls allocates little)
         and gets full-size ones, empty, once it has encoded ``GROW_AFTER_BYTES`` with this engine."""
         local = self._local
         if not hasattr(local, "cache"):
             local.encoded, local.full_size = 0, False
             local.cache = new_piece_cache(min(self._cache_buckets, SMALL_CACHE_BUCKETS))
+            local.long_cache = new_long_piece_cache(SMALL_LONG_ROWS)
+            local.longer_cache = new_long_piece_cache(SMALL_LONG_ROWS // 8, LONGER_ROW_WORDS)
             local.memo = new_validity_memo(min(self._memo_slots, SMALL_MEMO_SLOTS))
             local.scratch, local.alive = np.empty(5 * 256, np.int64), np.empty(256 + 1, np.uint8)
         local.encoded += text_bytes
         if local.encoded >= GROW_AFTER_BYTES and not local.full_size:
             local.cache, local.memo = new_piece_cache(self._cache_buckets), new_validity_memo(self._memo_slots)
+            local.long_cache = new_long_piece_cache(DEFAULT_LONG_ROWS)
+            local.longer_cache = new_long_piece_cache(DEFAULT_LONGER_ROWS, LONGER_ROW_WORDS)
             local.full_size = True
         if longest_span > 256 and longest_span > scratch_capacity(local.scratch, local.alive):
             capacity = max(longest_span, 2 * scratch_capacity(local.scratch, local.alive))
             local.scratch, local.alive = np.empty(5 * capacity, np.int64), np.empty(capacity + 1, np.uint8)
-        return local.cache, local.memo, local.scratch, local.alive
+        return local.cache, local.long_cache, local.longer_cache, local.memo, local.scratch, local.alive
 
     def clear_caches(self) -> None:
-        """Empty this thread's piece cache and validity memo (benchmarks time a text as if seen for the first time)."""
-        for table in self._buffers()[:2]:
+        """Empty this thread's piece caches and validity memo (benchmarks time a text as if seen for the first time)."""
+        for table in self._buffers()[:4]:
             table[:] = 0
 
     def _encode_docs(self, data: np.ndarray, doc_offsets: np.ndarray, first: int, last: int):
@@ -185,12 +192,17 @@ class JitEngine:
                 np.zeros(2, np.int64), np.zeros(1, np.int64), np.empty(SHORT_CALL_BYTES, np.uint8),
                 np.empty(SPAN_BATCH, np.int64), np.zeros(6, np.int64), np.empty(SHORT_CALL_BYTES, np.uint32))
         doc_offsets, counts, classes, ends, resume, out = arrays
+        buffers = getattr(local, "short_buffers", None)
+        if buffers is None:  # until the thread's caches are full-size; then the same ones serve every short call
+            buffers = self._buffers(0, len(encoded)) + (classes, ends)
+            if local.full_size:
+                local.short_buffers = buffers  # a scratch grown later stays unused here: a long span returns None
         doc_offsets[1] = len(encoded)
         resume.fill(0)
         data = np.frombuffer(encoded, np.uint8)
         status = (self._kernels or self.kernels).encode_docs_kernel(
-            data, doc_offsets, 1, self.pattern_id, self._char_tables, self.kernel_tables, self._encoder_id,
-            self._buffers(0, len(encoded)) + (classes, ends), out, counts, resume)
+            data, doc_offsets, 1, self.pattern_id, self._char_tables, self.kernel_tables, self._encoder_id, buffers,
+            out, counts, resume)
         return None if status < 0 else self.as_list(out[:status])
 
     def _split(self, text: str) -> list[bytes]:
