@@ -5,7 +5,9 @@ tie-break and id reuse (the rules are in that module's docstring).
 
 Word counting streams its input: files are read in chunks, long texts are sliced, and a thread per core
 pre-tokenizes chunks with ``crayon.jit.pretokenize`` and counts their words in a hash table (``WordBag``),
-so memory grows with the number of distinct words, not the corpus size. A document is only cut where
+so memory grows with the number of distinct words, not the corpus size. The kernels (``count_words_kernel``,
+``add_bag_kernel``, ``learn_merges_kernel``) run from the extension ``crayon.jit.aot`` compiles ahead of time
+(``aot.TRAINING``), so training does not import numba, or as numba dispatchers where it cannot be built. A document is only cut where
 cutting cannot change its spans (see ``SAFE_CUT``); a custom pattern, for which there is neither such a
 proof nor a jit pre-tokenizer, is run by ``regex`` over each text or file whole.
 """
@@ -16,6 +18,7 @@ import codecs
 import collections
 import concurrent.futures
 import os
+import sys
 import threading
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
@@ -24,9 +27,11 @@ import numpy as np
 import regex
 
 from crayon.cartridge import VOCAB_BYTES, VOCAB_OFFSETS, vocab_sections
+from crayon.jit import aot
 from crayon.jit.cores import available_cores
+from crayon.jit.kernels import SPAN_BATCH
 from crayon.jit.lazy import njit
-from crayon.jit.pretokenize import PATTERN_IDS, split_spans
+from crayon.jit.pretokenize import PATTERN_IDS, classify_characters, fill_span_ends, unicode_tables
 from crayon.patterns import pattern_name, resolve_pattern
 from crayon.reference.bpe import BytePairModel
 from crayon.reference.pretokenize import split_specials
@@ -178,13 +183,21 @@ def count_words_jit(
     return arrays
 
 
+def training_kernels():
+    """The module whose kernels train: the extension ``crayon.jit.aot`` compiles ahead of time (numba is not
+    imported), or this module, whose kernels are numba dispatchers (where it cannot be built, or ``CRAYON_AOT=0``)."""
+    return aot.load_kernels(aot.TRAINING) or sys.modules[__name__]
+
+
 def _count_with_spanner(chunks: Iterator[str], pattern_id: int, special_tokens: Sequence[str], workers: int):
     """Count the words of ``chunks`` in ``workers`` threads, each into its own bag; return their sum."""
     lock = threading.Lock()
     failed = threading.Event()  # one thread's error stops the others
+    kernels = training_kernels()
+    char_tables = unicode_tables()
 
     def count_chunks() -> WordBag:
-        bag = WordBag()
+        bag = WordBag(kernels)
         try:
             while not failed.is_set():
                 with lock:  # a generator is not thread-safe
@@ -193,8 +206,7 @@ def _count_with_spanner(chunks: Iterator[str], pattern_id: int, special_tokens: 
                     break
                 for piece, is_special in split_specials(chunk, special_tokens):
                     if not is_special:
-                        data = np.frombuffer(_utf8(piece), np.uint8)
-                        bag.add_spans(data, split_spans(data, pattern_id))
+                        bag.add_text(np.frombuffer(_utf8(piece), np.uint8), pattern_id, char_tables)
         except BaseException:
             failed.set()
             raise
@@ -325,27 +337,29 @@ _WORD_START, _WORD_LENGTH, _WORD_COUNT, _WORD_HASH = range(4)  # columns of a ba
 
 
 class WordBag:
-    """Distinct words and their counts in flat arrays, filled by Numba kernels that run without the GIL.
+    """Distinct words and their counts in flat arrays, filled by kernels that run without the GIL.
 
     ``word_bytes`` holds the words end to end in the order first seen; ``words`` has a row (start, length,
     count, hash) per word; ``table`` is an open-addressing hash table of word ids (at most half full);
-    ``sizes`` is (number of words, number of bytes)."""
+    ``sizes`` is (number of words, number of bytes). ``kernels``: ``training_kernels()``."""
 
-    def __init__(self) -> None:
+    def __init__(self, kernels=None) -> None:
+        self.kernels = kernels or training_kernels()
         self.word_bytes = np.empty(1 << 16, np.uint8)
         self.words = np.empty((1 << 12, 4), np.int64)
         self.table = np.full(1 << 13, _EMPTY, np.int64)
         self.sizes = np.zeros(2, np.int64)
 
-    def add_spans(self, data: np.ndarray, ends: np.ndarray) -> None:
-        """Count each span data[ends[i-1]:ends[i]] (the first starts at 0) once."""
-        self.word_bytes, self.words, self.table = _bag_add_spans(
-            self.word_bytes, self.words, self.table, self.sizes, data, ends
+    def add_text(self, data: np.ndarray, pattern_id: int, char_tables: tuple) -> None:
+        """Count the spans of the UTF-8 text ``data`` (a read-only uint8 array) under the jit pre-tokenizer
+        ``pattern_id`` (``char_tables``: ``unicode_tables()``)."""
+        self.word_bytes, self.words, self.table = self.kernels.count_words_kernel(
+            self.word_bytes, self.words, self.table, self.sizes, data, pattern_id, char_tables
         )
 
     def add_bag(self, other: WordBag) -> None:
         """Add the words and counts of ``other``."""
-        self.word_bytes, self.words, self.table = _bag_add_bag(
+        self.word_bytes, self.words, self.table = self.kernels.add_bag_kernel(
             self.word_bytes, self.words, self.table, self.sizes, other.word_bytes, other.words, other.sizes
         )
 
@@ -406,17 +420,27 @@ def _bag_add(word_bytes, words, table, sizes, source, start, length, count):
 
 
 @njit(cache=True, nogil=True)
-def _bag_add_spans(word_bytes, words, table, sizes, data, ends):
-    word_bytes, words, table = _bag_reserve(word_bytes, words, table, sizes, ends.shape[0], data.shape[0])
-    start = 0
-    for end in ends:
-        _bag_add(word_bytes, words, table, sizes, data, start, end - start, 1)
-        start = end
+def count_words_kernel(word_bytes, words, table, sizes, data, pattern_id, char_tables):
+    """Count each span of the UTF-8 text ``data`` under the jit pre-tokenizer ``pattern_id`` into the bag
+    (word_bytes, words, table, sizes); returns the bag's arrays, grown where needed."""
+    length = data.shape[0]
+    classes = np.empty(length, np.uint8)
+    classify_characters(data, 0, length, char_tables, classes)
+    ends = np.empty(SPAN_BATCH, np.int64)
+    pos = 0
+    while pos < length:
+        found = fill_span_ends(classes, pos, length, pattern_id, char_tables, ends)
+        if found == 0 or ends[0] <= pos or ends[found - 1] > length:
+            raise RuntimeError("the pre-tokenizer made no progress")
+        word_bytes, words, table = _bag_reserve(word_bytes, words, table, sizes, found, ends[found - 1] - pos)
+        for i in range(found):
+            _bag_add(word_bytes, words, table, sizes, data, pos, ends[i] - pos, 1)
+            pos = ends[i]
     return word_bytes, words, table
 
 
 @njit(cache=True, nogil=True)
-def _bag_add_bag(word_bytes, words, table, sizes, other_bytes, other_words, other_sizes):
+def add_bag_kernel(word_bytes, words, table, sizes, other_bytes, other_words, other_sizes):
     word_bytes, words, table = _bag_reserve(word_bytes, words, table, sizes, other_sizes[0], other_sizes[1])
     for word in range(other_sizes[0]):
         start, length = other_words[word, _WORD_START], other_words[word, _WORD_LENGTH]
@@ -452,8 +476,9 @@ def _run_merges(
     progress_cell = np.zeros(2, np.int64)  # next new id, stop request
     arguments = (token, word_lengths, word_weights, n_tokens, progress_cell, vocab_bytes, vocab_offsets)
     bar = _progress_bar(progress, "merging", total=max(n_tokens - first_new, 0), unit="token")
+    kernels = training_kernels()  # loaded here: a build's message comes before the bar
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        future = pool.submit(learn_merges, *arguments)
+        future = pool.submit(learn_merges, kernels, *arguments)
         try:
             while concurrent.futures.wait([future], timeout=0.1).not_done:
                 if bar is not None:
@@ -688,8 +713,14 @@ def _merged_token(left, right, token_bytes, token_spans, token_hashes, token_tab
     return n_tokens, n_tokens + 1
 
 
+def learn_merges(kernels, *arguments) -> np.ndarray:
+    """``learn_merges_kernel(*arguments)`` from ``kernels`` (``training_kernels()``)."""
+    return kernels.learn_merges_kernel(*arguments)
+
+
 @njit(cache=True, nogil=True)
-def learn_merges(token, word_lengths, word_weights, n_tokens_wanted, progress_cell, vocab_bytes, vocab_offsets):
+def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, progress_cell, vocab_bytes,
+                        vocab_offsets):
     """Merge pairs of the words until the next new id is ``n_tokens_wanted`` or no pair is left.
 
     ``token``: the words' token ids end to end (int64; the kernel overwrites it); ``word_lengths``,
