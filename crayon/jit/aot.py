@@ -66,7 +66,7 @@ TRAINING_SIGNATURES = {
     # (word bag, other bag's word bytes, word rows, sizes) -> the first bag's (word bytes, word rows, table)
     "add_bag_kernel": ((*WORD_BAG, _array("u1"), _array("i8", 2), _array("i8")), WORD_BAG[:3]),
     # (token, word_lengths, word_weights, n_tokens_wanted, progress_cell, vocab_bytes, vocab_offsets) -> merges
-    "learn_merges_kernel": ((_array("i8"), _array("i8"), _array("i8"), INT, _array("i8"), _array("u1"),
+    "learn_merges_kernel": ((_array("i4"), _array("i8"), _array("i8"), INT, _array("i8"), _array("u1"),
                              _array("i8")), _array("i8", 2)),
 }
 _SOURCES = ("jit", "reference")  # the packages whose modules the kernels call or take constants from

@@ -61,7 +61,7 @@ CHUNK_SIZE = 1 << 20
 SAFE_CUT = regex.compile(pin_unicode_classes(r"(?r)\p{L}\s"))
 _WHITESPACE = regex.compile(pin_unicode_classes(r"\s"))
 
-_COUNT, _LEFT, _RIGHT, _HEAD, _LENGTH, _MARK = range(6)  # columns of the pair table
+_LEFT, _RIGHT, _HEAD, _LENGTH, _MARK = range(5)  # columns of the pair table (int32; counts apart, int64)
 _POSITION, _NEXT = range(2)  # columns of the occurrence lists
 _EMPTY = -1
 _FNV_OFFSET = np.uint64(14695981039346656037)
@@ -469,7 +469,7 @@ def _run_merges(
     first_new = len(vocab_offsets) - 1
     n_tokens = min(n_tokens, first_new + symbols.size - word_lengths.size)
     # One compiled version of the kernel: writable C-contiguous arrays of fixed types, whoever made them.
-    token = symbols.astype(np.int64)  # the kernel's own copy, which it overwrites
+    token = symbols.astype(np.int32)  # the kernel's own copy, which it overwrites
     word_lengths, word_weights = (np.require(a, np.int64, requirements="CW") for a in (word_lengths, word_weights))
     vocab_bytes = np.require(vocab_bytes, np.uint8, requirements="CW")
     vocab_offsets = np.require(vocab_offsets, np.int64, requirements="CW")
@@ -495,10 +495,33 @@ def _run_merges(
 
 @njit(cache=True)
 def _grown(array, needed):
-    """``array`` itself if it has ``needed`` rows, else a copy with its (non-zero) rows doubled until it has."""
-    while array.shape[0] < needed:
-        array = np.concatenate((array, array))
-    return array
+    """``array`` itself if it has ``needed`` rows, else a copy of it with room for them and at least half as many
+    rows again (growing by half, not doubling, keeps the peak memory of the merges lower)."""
+    if array.shape[0] >= needed:
+        return array
+    return _resized(array, array.shape[0], max(needed, array.shape[0] + array.shape[0] // 2 + 1))
+
+
+@njit(cache=True)
+def _resized(array, n_rows, size):
+    """A new array of ``size`` rows holding the first ``n_rows`` rows of ``array``."""
+    resized = np.empty((size,) + array.shape[1:], array.dtype)
+    resized[:n_rows] = array[:n_rows]
+    return resized
+
+
+@njit(cache=True)
+def _relisted(pairs, n_pairs, occurrences, pair_at):
+    """Rebuild every pair's occurrence list from ``pair_at`` (dropping the occurrences whose position has
+    changed pair); return the number of occurrences."""
+    for pair in range(n_pairs):
+        pairs[pair, _HEAD] = _EMPTY
+        pairs[pair, _LENGTH] = 0
+    n_occurrences = np.int64(0)
+    for i in range(pair_at.shape[0]):
+        if pair_at[i] != _EMPTY:
+            n_occurrences = _add_occurrence(pairs, occurrences, n_occurrences, pair_at[i], i)
+    return n_occurrences
 
 
 @njit(cache=True)
@@ -526,20 +549,20 @@ def _rehashed(table, pairs, n_pairs, needed_pairs):
     size = table.shape[0]
     while 2 * needed_pairs > size:
         size *= 2
-    bigger = np.full(size, _EMPTY, np.int64)
+    bigger = np.full(size, _EMPTY, np.int32)
     for pair in range(n_pairs):
         bigger[_pair_slot(bigger, pairs, pairs[pair, _LEFT], pairs[pair, _RIGHT])] = pair
     return bigger
 
 
 @njit(cache=True)
-def _pair_id(table, pairs, n_pairs, left, right):
+def _pair_id(table, pairs, counts, n_pairs, left, right):
     """(id of pair (left, right), pair count): the pair is added with count 0 if new. Needs room for it."""
     slot = _pair_slot(table, pairs, left, right)
     if table[slot] != _EMPTY:
-        return table[slot], n_pairs
+        return np.int64(table[slot]), n_pairs
     table[slot] = n_pairs
-    pairs[n_pairs, _COUNT] = 0
+    counts[n_pairs] = 0
     pairs[n_pairs, _LEFT] = left
     pairs[n_pairs, _RIGHT] = right
     pairs[n_pairs, _HEAD] = _EMPTY
@@ -558,11 +581,12 @@ def _add_occurrence(pairs, occurrences, n_occurrences, pair, position):
 
 
 @njit(cache=True)
-def _credit_pair(table, pairs, n_pairs, occurrences, n_occurrences, grown, n_grown, step, left, right, position, w):
+def _credit_pair(table, pairs, counts, n_pairs, occurrences, n_occurrences, grown, n_grown, step, left, right,
+                 position, w):
     """Count an occurrence of (left, right) at ``position``, weight w, and list the pair in ``grown`` once per
     step. Returns (pair id, pair count, occurrence count, grown count); needs room for a new pair."""
-    pair, n_pairs = _pair_id(table, pairs, n_pairs, left, right)
-    pairs[pair, _COUNT] += w
+    pair, n_pairs = _pair_id(table, pairs, counts, n_pairs, left, right)
+    counts[pair] += w
     n_occurrences = _add_occurrence(pairs, occurrences, n_occurrences, pair, position)
     if pairs[pair, _MARK] != step:
         pairs[pair, _MARK] = step
@@ -723,7 +747,7 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
                         vocab_offsets):
     """Merge pairs of the words until the next new id is ``n_tokens_wanted`` or no pair is left.
 
-    ``token``: the words' token ids end to end (int64; the kernel overwrites it); ``word_lengths``,
+    ``token``: the words' token ids end to end (int32; the kernel overwrites it); ``word_lengths``,
     ``word_weights``: each word's length (in tokens) and count. The vocabulary starts as token ``i`` =
     ``vocab_bytes[vocab_offsets[i]:vocab_offsets[i + 1]]`` (see ``_token_store``); new ids follow it. Returns
     the merges as an int64 array of (left id, right id) rows, in order. Writes the next new id to
@@ -732,7 +756,7 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
     n_positions = token.shape[0]  # token[i]: the id at position i, -1 once merged into its left neighbour
     prev = np.empty(n_positions, np.int32)  # previous position in the word, -1 at its start
     next_ = np.empty(n_positions, np.int32)  # next position in the word, -1 at its end
-    weight = np.empty(n_positions, np.int64)  # count of the position's word
+    word_of = np.empty(n_positions, np.int32)  # the position's word (its count is word_weights[word])
     pair_at = np.full(n_positions, _EMPTY, np.int32)  # id of the pair starting at the position, -1 if none
     start = 0
     for word in range(word_lengths.shape[0]):
@@ -740,7 +764,7 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
         for i in range(start, end):
             prev[i] = i - 1
             next_[i] = i + 1
-            weight[i] = word_weights[word]
+            word_of[i] = word
         if end > start:
             prev[start] = -1
             next_[end - 1] = -1
@@ -748,10 +772,12 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
 
     # The inverted index: a pair table (count, left, right, occurrence list head and length, step mark)
     # found through an open-addressing hash table, and singly linked occurrence lists (positions of the
-    # pair's left token) in one array.
-    pairs = np.empty((1024, 6), np.int64)
-    table = np.full(2048, _EMPTY, np.int64)
-    occurrences = np.empty((max(n_positions, 16), 2), np.int32)
+    # pair's left token) in one array. An occurrence whose position has since changed pair stays listed
+    # (skipped when its pair merges) until the array is full; then the lists are rebuilt from pair_at.
+    pairs = np.empty((1024, 5), np.int32)
+    counts = np.empty(1024, np.int64)
+    table = np.full(2048, _EMPTY, np.int32)
+    occurrences = np.empty((n_positions + n_positions // 4 + 16, 2), np.int32)
     n_pairs = np.int64(0)
     n_occurrences = np.int64(0)
     for i in range(n_positions):
@@ -759,15 +785,16 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
         if j == -1:
             continue
         pairs = _grown(pairs, n_pairs + 1)
+        counts = _grown(counts, n_pairs + 1)
         table = _rehashed(table, pairs, n_pairs, n_pairs + 1)
-        pair, n_pairs = _pair_id(table, pairs, n_pairs, token[i], token[j])
-        pairs[pair, _COUNT] += weight[i]
+        pair, n_pairs = _pair_id(table, pairs, counts, n_pairs, token[i], token[j])
+        counts[pair] += word_weights[word_of[i]]
         n_occurrences = _add_occurrence(pairs, occurrences, n_occurrences, pair, i)
         pair_at[i] = pair
     heap = np.empty((max(n_pairs, 16), 2), np.int64)
     heap_size = np.int64(0)  # not a literal 0: one compiled version of the heap functions
     for pair in range(n_pairs):
-        heap_size = _heap_push(heap, heap_size, pairs, pairs[pair, _COUNT], pair)
+        heap_size = _heap_push(heap, heap_size, pairs, counts[pair], pair)
 
     n_tokens = np.int64(vocab_offsets.shape[0] - 1)
     token_bytes, token_spans, token_hashes, token_table = _token_store(vocab_bytes, vocab_offsets, n_tokens_wanted)
@@ -779,7 +806,7 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
     grown = np.empty(16, np.int64)
     while n_tokens < n_tokens_wanted and heap_size > 0 and progress_cell[1] == 0:
         count, pair, heap_size = _heap_pop(heap, heap_size, pairs)
-        true_count = pairs[pair, _COUNT]
+        true_count = counts[pair]
         if count != true_count:  # stale entry
             if 0 < true_count < count:
                 heap_size = _heap_push(heap, heap_size, pairs, true_count, pair)
@@ -793,6 +820,11 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
         merges[n_merges, 1] = right
         n_merges += 1
 
+        if n_occurrences + 2 * pairs[pair, _LENGTH] > occurrences.shape[0]:
+            n_occurrences = _relisted(pairs, n_pairs, occurrences, pair_at)
+            needed = n_occurrences + 2 * pairs[pair, _LENGTH]
+            if 4 * needed > 3 * occurrences.shape[0]:  # keep a quarter free, so that rebuilding stays rare
+                occurrences = _resized(occurrences, n_occurrences, needed + needed // 2)
         n_sites = pairs[pair, _LENGTH]
         positions = _grown(positions, n_sites)
         entry = pairs[pair, _HEAD]
@@ -804,8 +836,8 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
         sites = np.sort(positions[:n_sites])
         # Each site makes at most two new pairs, occurrences and heap entries.
         pairs = _grown(pairs, n_pairs + 2 * n_sites)
+        counts = _grown(counts, n_pairs + 2 * n_sites)
         table = _rehashed(table, pairs, n_pairs, n_pairs + 2 * n_sites)
-        occurrences = _grown(occurrences, n_occurrences + 2 * n_sites)
         heap = _grown(heap, heap_size + 2 * n_sites)
         grown = _grown(grown, 2 * n_sites)
         n_grown = np.int64(0)
@@ -813,23 +845,23 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
             if pair_at[i] != pair:
                 continue  # an earlier merge of this step (or a past one) changed this site
             j = next_[i]
-            w = weight[i]
+            w = word_weights[word_of[i]]
             before = np.int64(prev[i])
             after = next_[j]
             if before != -1:
-                pairs[pair_at[before], _COUNT] -= w
+                counts[pair_at[before]] -= w
                 pair_at[before], n_pairs, n_occurrences, n_grown = _credit_pair(
-                    table, pairs, n_pairs, occurrences, n_occurrences, grown, n_grown, n_merges,
+                    table, pairs, counts, n_pairs, occurrences, n_occurrences, grown, n_grown, n_merges,
                     token[before], new_id, before, w,
                 )
             pair_at[i] = _EMPTY
             if after != -1:
-                pairs[pair_at[j], _COUNT] -= w
+                counts[pair_at[j]] -= w
                 pair_at[i], n_pairs, n_occurrences, n_grown = _credit_pair(
-                    table, pairs, n_pairs, occurrences, n_occurrences, grown, n_grown, n_merges,
+                    table, pairs, counts, n_pairs, occurrences, n_occurrences, grown, n_grown, n_merges,
                     new_id, token[after], i, w,
                 )
-            pairs[pair, _COUNT] -= w
+            counts[pair] -= w
             token[i] = new_id
             token[j] = _EMPTY
             pair_at[j] = _EMPTY
@@ -837,7 +869,7 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
             if after != -1:
                 prev[after] = i
         for k in range(n_grown):
-            if pairs[grown[k], _COUNT] > 0:
-                heap_size = _heap_push(heap, heap_size, pairs, pairs[grown[k], _COUNT], grown[k])
+            if counts[grown[k]] > 0:
+                heap_size = _heap_push(heap, heap_size, pairs, counts[grown[k]], grown[k])
         progress_cell[0] = n_tokens
     return merges[:n_merges].copy()
