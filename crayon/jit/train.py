@@ -737,6 +737,29 @@ def _merged_token(left, right, token_bytes, token_spans, token_hashes, token_tab
     return n_tokens, n_tokens + 1
 
 
+@njit(cache=True, inline="always")
+def _preceding(token, word_of, i):
+    """The position of the token before the one at position i in its word, or -1 (skipping the positions
+    merged into their left neighbour)."""
+    j = np.int64(i) - 1
+    while j >= 0 and word_of[j] == word_of[i]:
+        if token[j] != _EMPTY:
+            return j
+        j -= 1
+    return np.int64(-1)
+
+
+@njit(cache=True, inline="always")
+def _following(token, word_of, i):
+    """The position of the token after the one at position i in its word, or -1."""
+    j = np.int64(i) + 1
+    while j < token.shape[0] and word_of[j] == word_of[i]:
+        if token[j] != _EMPTY:
+            return j
+        j += 1
+    return np.int64(-1)
+
+
 def learn_merges(kernels, *arguments) -> np.ndarray:
     """``learn_merges_kernel(*arguments)`` from ``kernels`` (``training_kernels()``)."""
     return kernels.learn_merges_kernel(*arguments)
@@ -754,20 +777,12 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
     ``progress_cell[0]`` as it goes and stops early once ``progress_cell[1]`` is set.
     """
     n_positions = token.shape[0]  # token[i]: the id at position i, -1 once merged into its left neighbour
-    prev = np.empty(n_positions, np.int32)  # previous position in the word, -1 at its start
-    next_ = np.empty(n_positions, np.int32)  # next position in the word, -1 at its end
     word_of = np.empty(n_positions, np.int32)  # the position's word (its count is word_weights[word])
     pair_at = np.full(n_positions, _EMPTY, np.int32)  # id of the pair starting at the position, -1 if none
     start = 0
     for word in range(word_lengths.shape[0]):
         end = start + word_lengths[word]
-        for i in range(start, end):
-            prev[i] = i - 1
-            next_[i] = i + 1
-            word_of[i] = word
-        if end > start:
-            prev[start] = -1
-            next_[end - 1] = -1
+        word_of[start:end] = word
         start = end
 
     # The inverted index: a pair table (count, left, right, occurrence list head and length, step mark)
@@ -781,7 +796,7 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
     n_pairs = np.int64(0)
     n_occurrences = np.int64(0)
     for i in range(n_positions):
-        j = next_[i]
+        j = _following(token, word_of, i)
         if j == -1:
             continue
         pairs = _grown(pairs, n_pairs + 1)
@@ -844,10 +859,10 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
         for i in sites:
             if pair_at[i] != pair:
                 continue  # an earlier merge of this step (or a past one) changed this site
-            j = next_[i]
+            j = _following(token, word_of, i)
             w = word_weights[word_of[i]]
-            before = np.int64(prev[i])
-            after = next_[j]
+            before = _preceding(token, word_of, i)
+            after = _following(token, word_of, j)
             if before != -1:
                 counts[pair_at[before]] -= w
                 pair_at[before], n_pairs, n_occurrences, n_grown = _credit_pair(
@@ -865,9 +880,6 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
             token[i] = new_id
             token[j] = _EMPTY
             pair_at[j] = _EMPTY
-            next_[i] = after
-            if after != -1:
-                prev[after] = i
         for k in range(n_grown):
             if counts[grown[k]] > 0:
                 heap_size = _heap_push(heap, heap_size, pairs, counts[grown[k]], grown[k])
