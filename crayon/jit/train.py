@@ -296,7 +296,13 @@ def _cut_document(pieces: Iterable[str], special_tokens: Sequence[str]) -> Itera
     context = max(1, reach)
     pending: list[str] = []
     tail = ""  # the last characters before the piece, so that a cut can use them as left context
-    for piece in pieces:
+    pieces = iter(pieces)
+    following = next(pieces, None)
+    while following is not None:
+        piece, following = following, next(pieces, None)
+        if following is None:  # the document's last piece: no cut needed (a short file is one chunk)
+            pending.append(piece)
+            break
         window = tail + piece
         cut = _last_safe_cut(window, len(tail) + 1, len(window) - reach, straddlers, reach)
         if cut is None:
