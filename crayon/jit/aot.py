@@ -18,8 +18,8 @@ tokens. ``crayon warmup`` tries again; ``CRAYON_AOT=0`` skips the module.
 
 The trainer's kernels (``crayon.jit.train``, ``TRAINING``) are a second module, built the same way the first time
 a process trains. They allocate, so that module carries numba's small C runtime for arrays (NRT); the encoding
-module does not, since reference counting would slow its loops. Numba itself (its compiler and LLVM, about
-180 MB resident) is loaded by neither.
+module does not, since reference counting would slow its loops. Numba itself (its compiler and LLVM, well over
+100 MB resident) is loaded by neither.
 """
 
 from __future__ import annotations
@@ -76,7 +76,6 @@ LOCK_TIMEOUT_S = 900  # a process waiting for another's build gives up after thi
 logger = logging.getLogger("crayon")
 
 
-
 @dataclass(frozen=True, eq=False)
 class KernelSet:
     """Kernels compiled into one extension: ``signatures`` maps each kernel of ``source`` (a module name) to its
@@ -92,7 +91,7 @@ class KernelSet:
 
 ENCODING = KernelSet("encoding", "crayon_kernels_", "crayon.jit.kernels", SIGNATURES, False, BUILD_ESTIMATE)
 TRAINING = KernelSet("training", "crayon_training_kernels_", "crayon.jit.train", TRAINING_SIGNATURES, True,
-                     "about 30 s")
+                     "about 15 s")
 KERNEL_SETS = (ENCODING, TRAINING)
 
 _lock = threading.Lock()
