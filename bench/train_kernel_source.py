@@ -19,6 +19,7 @@ which were measured side by side, rather than absolute times. Prints a table; wr
 bench/results/train_kernel_source.json. No assertions: a benchmark.
 
     python -m bench.train_kernel_source [--source DIR] [--sizes 100 500 full] [--repeat 1] [--vocab-size 32768]
+                                        [--trainers crayon HF] [--timeout 900]
 """
 
 from __future__ import annotations
@@ -129,7 +130,8 @@ def ratios(rows: list[dict]) -> dict:
     """crayon / HF per corpus: wall, CPU and peak RSS."""
     result = {}
     for corpus in dict.fromkeys(row["corpus"] for row in rows):
-        crayon, hf = (next(row for row in rows if row["corpus"] == corpus and row["trainer"] == t) for t in TRAINERS)
+        crayon, hf = (next((row for row in rows if row["corpus"] == corpus and row["trainer"] == t), {})
+                      for t in TRAINERS)
         if "seconds" in crayon and "seconds" in hf:
             result[corpus] = {key: crayon[key] / hf[key] for key in ("seconds", "cpu_seconds", "peak_rss_mb")}
     return result
@@ -145,6 +147,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="runs per trainer and corpus (medians reported)")
     parser.add_argument("--vocab-size", type=int, default=32768)
     parser.add_argument("--timeout", type=float, default=900, help="seconds before a training run is abandoned")
+    parser.add_argument("--trainers", nargs="+", choices=TRAINERS, default=list(TRAINERS))
     parser.add_argument("--child", choices=TRAINERS, help=argparse.SUPPRESS)
     parser.add_argument("--files-from", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--pattern", help=argparse.SUPPRESS)
@@ -174,13 +177,13 @@ def main() -> None:
     load_before = [round(load, 2) for load in os.getloadavg()]
     rows = []
     for corpus in corpora:
-        runs: dict[str, list[dict]] = {trainer: [] for trainer in TRAINERS}
+        runs: dict[str, list[dict]] = {trainer: [] for trainer in args.trainers}
         for _ in range(args.repeat):  # alternate, so that both see the same machine load
-            for trainer in TRAINERS:
+            for trainer in args.trainers:
                 if not any(run.get("timed_out") for run in runs[trainer]):
                     runs[trainer].append(measure(trainer, corpus["listing"], args.vocab_size, args.timeout))
-        rows.extend(summarize(trainer, corpus, runs[trainer]) for trainer in TRAINERS)
-        print_rows(rows[-len(TRAINERS):])
+        rows.extend(summarize(trainer, corpus, runs[trainer]) for trainer in args.trainers)
+        print_rows(rows[-len(args.trainers):])
     load_after = [round(load, 2) for load in os.getloadavg()]
 
     print(f"\nvocab {args.vocab_size}, {os.cpu_count()} cores, medians of {args.repeat}; load average before "
