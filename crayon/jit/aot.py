@@ -310,10 +310,7 @@ def build_kernels(name: str, path: Path, target_cpu: str | None = None) -> None:
     temporary file, then renamed, so a concurrent process never loads half a file). The name's prefix says which
     ``KERNEL_SETS`` it holds. ``target_cpu``: an LLVM CPU name ("x86-64" for any x86-64, as a portable build would
     use); default the host's."""
-    import importlib
-
     import llvmlite.binding as llvm
-    from numba import types
     from numba.core.compiler import Flags
     from numba.core.errors import NumbaPendingDeprecationWarning
 
