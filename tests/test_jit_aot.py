@@ -184,6 +184,7 @@ def test_training_runs_the_compiled_kernels_with_the_declared_types_and_without_
     """The trainer's kernels come from the compiled module (``aot.TRAINING``), each called with the types it
     declares (the module checks none), and training imports no numba; the merges are the reference trainer's."""
     texts = [corpus_text("big.txt", 60_000), corpus_text("multilingual.txt", 20_000), corpus_text("python_code.py", 20_000)]
+    assert aot.load_kernels(aot.TRAINING) is not None  # built here where missing (building imports numba)
     out = _python(f"""
         import sys
         from crayon.jit import aot, train as jit_train
