@@ -6,10 +6,11 @@ tie-break and id reuse (the rules are in that module's docstring).
 Word counting streams its input: files are read in chunks, long texts are sliced, and a thread per core
 pre-tokenizes chunks with ``crayon.jit.pretokenize`` and counts their words in a hash table (``WordBag``),
 so memory grows with the number of distinct words, not the corpus size. The kernels (``count_words_kernel``,
-``add_bag_kernel``, ``learn_merges_kernel``) run from the extension ``crayon.jit.aot`` compiles ahead of time
-(``aot.TRAINING``), so training does not import numba, or as numba dispatchers where it cannot be built. A document is only cut where
-cutting cannot change its spans (see ``SAFE_CUT``); a custom pattern, for which there is neither such a
-proof nor a jit pre-tokenizer, is run by ``regex`` over each text or file whole.
+``add_bag_kernel``, ``learn_merges_kernel``) run from the extension that ``crayon.jit.aot`` compiles ahead of
+time (``aot.TRAINING``), so training does not import numba; where it cannot be built, as numba dispatchers.
+
+A document is only cut where cutting cannot change its spans (see ``SAFE_CUT``); a custom pattern, for which
+there is neither such a proof nor a jit pre-tokenizer, is run by ``regex`` over each text or file whole.
 """
 
 from __future__ import annotations
