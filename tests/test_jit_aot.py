@@ -181,3 +181,36 @@ def test_argument_spec():
         aot.TEXT, ("array", "<i8", 2, True), aot.INT)
     assert aot.argument_spec(np.zeros((4, 4), np.int32)[:, 0]) == ("non-contiguous array",)
     assert aot.argument_spec(None) == ("NoneType",)
+
+
+def test_training_runs_the_compiled_kernels_with_the_declared_types_and_without_numba():
+    """The trainer's kernels come from the compiled module (``aot.TRAINING``), each called with the types it
+    declares (the module checks none), and training imports no numba; the merges are the reference trainer's."""
+    texts = [corpus_text("big.txt", 60_000), corpus_text("multilingual.txt", 20_000), corpus_text("python_code.py", 20_000)]
+    assert aot.load_kernels(aot.TRAINING) is not None  # built here where missing (building imports numba)
+    out = _python(f"""
+        import sys
+        from crayon.jit import aot, train as jit_train
+
+        module = aot.load_kernels(aot.TRAINING)
+        assert module is not None
+        calls = set()
+
+        class Checked:
+            def __getattr__(self, name):
+                def call(*args):
+                    arguments, _ = aot.TRAINING_SIGNATURES[name]
+                    assert aot.argument_spec(args) == arguments, (name, aot.argument_spec(args))
+                    calls.add(name)
+                    return getattr(module, name)(*args)
+                return call
+
+        jit_train.training_kernels = Checked
+        result = jit_train.train_bpe_jit({texts!r}, 700, special_tokens=["<|endoftext|>"], workers=2)
+        assert calls == set(aot.TRAINING_SIGNATURES), calls
+        print("numba" in sys.modules, sorted(result.ranks.items(), key=lambda item: item[1])[256:])
+    """)
+    from crayon.reference.train import train_bpe
+
+    expected = train_bpe(texts, 700, special_tokens=["<|endoftext|>"])
+    assert out.strip() == f"False {sorted(expected.ranks.items(), key=lambda item: item[1])[256:]}"

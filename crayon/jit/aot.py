@@ -1,8 +1,8 @@
-"""The engine's entry kernels compiled ahead of time into a C extension (``numba.pycc``), so a process that
-encodes starts without importing numba.
+"""The engine's entry kernels, and the trainer's kernels, compiled ahead of time into C extensions
+(``numba.pycc``), so a process that encodes or trains never imports numba.
 
-``encode_docs_kernel``, ``encode_spans_kernel`` and ``utf8_error_kernel`` of ``crayon.jit.kernels`` are the same Python functions the
-numba dispatchers compile; pycc compiles them, with everything they call, for the host CPU and for the argument
+``encode_docs_kernel``, ``encode_spans_kernel`` and ``utf8_error_kernel`` of ``crayon.jit.kernels`` are the same
+Python functions the numba dispatchers compile; pycc compiles them, with everything they call, for the host CPU and for the argument
 types in ``SIGNATURES``, into one extension module that imports in milliseconds (importing numba and loading its
 first cached kernel take about half a second). The module is built once per machine, the first time an engine
 needs it (or by ``crayon warmup``), into ``kernel_dir()``, under a name that changes with the kernels' source, the
@@ -15,6 +15,11 @@ declared types only (``argument_spec`` is how the tests check it). Where the mod
 compiler, say) the process that tried warns and records the failure beside the module (``NAME.failed``), so
 later processes run the numba dispatchers without trying again or warning again: the same kernels, the same
 tokens. ``crayon warmup`` tries again; ``CRAYON_AOT=0`` skips the module.
+
+The trainer's kernels (``crayon.jit.train``, ``TRAINING``) are a second module, built the same way the first time
+a process trains. They allocate, so that module carries numba's small C runtime for arrays (NRT); the encoding
+module does not, since reference counting would slow its loops. Numba itself (its compiler and LLVM, well over
+100 MB resident) is loaded by neither.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import tempfile
 import threading
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -56,15 +62,45 @@ SIGNATURES = {
     # (data): the first invalid UTF-8 byte, or -1 (the dataset pipeline checks a batch without the GIL)
     "utf8_error_kernel": (TEXT,),
 }
+WORD_BAG = (_array("u1"), _array("i8", 2), _array("i8"), _array("i8"))  # word bytes, word rows, table, sizes
+TRAINING_SIGNATURES = {
+    # (word bag, data, pattern_id, char_tables) -> the bag's (word bytes, word rows, table)
+    "count_words_kernel": ((*WORD_BAG, TEXT, INT, CHAR_TABLES), WORD_BAG[:3]),
+    # (word bag, other bag's word bytes, word rows, sizes) -> the first bag's (word bytes, word rows, table)
+    "add_bag_kernel": ((*WORD_BAG, _array("u1"), _array("i8", 2), _array("i8")), WORD_BAG[:3]),
+    # (token, word_lengths, word_weights, n_tokens_wanted, progress_cell, vocab_bytes, vocab_offsets) -> merges
+    "learn_merges_kernel": ((_array("i4"), _array("i8"), _array("i8"), INT, _array("i8"), _array("u1"),
+                             _array("i8")), _array("i8", 2)),
+}
 _SOURCES = ("jit", "reference")  # the packages whose modules the kernels call or take constants from
 BUILD_ESTIMATE = "about 25 s"  # measured on a 2-core machine (bench/startup.py)
 LOCK_TIMEOUT_S = 900  # a process waiting for another's build gives up after this and runs the numba kernels
 
 logger = logging.getLogger("crayon")
 
+
+@dataclass(frozen=True, eq=False)
+class KernelSet:
+    """Kernels compiled into one extension: ``signatures`` maps each kernel of ``source`` (a module name) to its
+    argument specs, or to (argument specs, result spec) for a kernel that returns arrays (``use_nrt``)."""
+
+    what: str  # for the user: "encoding" or "training"
+    prefix: str  # of the module's name
+    source: str
+    signatures: dict
+    use_nrt: bool
+    estimate: str
+
+
+ENCODING = KernelSet("encoding", "crayon_kernels_", "crayon.jit.kernels", SIGNATURES, False, BUILD_ESTIMATE)
+TRAINING = KernelSet("training", "crayon_training_kernels_", "crayon.jit.train", TRAINING_SIGNATURES, True,
+                     "about 15 s")
+KERNEL_SETS = (ENCODING, TRAINING)
+
 _lock = threading.Lock()
 _loaded: dict[str, object] = {}
-_build_failure: list[str] = []
+_build_failure: list[str] = []  # why the encoding module failed to build, once known
+_training_build_failure: list[str] = []
 
 
 def argument_spec(value) -> object:
@@ -91,17 +127,25 @@ def kernel_dir() -> Path:
     return platformdirs.user_cache_path("crayon", appauthor=False) / "kernels"
 
 
-def module_path() -> Path:
+def module_path(kernel_set: KernelSet = ENCODING) -> Path:
     """The file of the compiled kernel module for this source, Python, numpy and CPU."""
-    return kernel_dir() / (module_name() + importlib.machinery.EXTENSION_SUFFIXES[0])
+    return kernel_dir() / (module_name(kernel_set) + importlib.machinery.EXTENSION_SUFFIXES[0])
+
+
+def _stem(path: Path) -> str:
+    return path.name.split(".", 1)[0]
 
 
 def _failure_path(path: Path) -> Path:
-    return path.with_name(module_name() + ".failed")
+    return path.with_name(_stem(path) + ".failed")
 
 
 def _lock_path(path: Path) -> Path:
-    return path.with_name(module_name() + ".lock")
+    return path.with_name(_stem(path) + ".lock")
+
+
+def _kernel_set_named(name: str) -> KernelSet:
+    return next(kernel_set for kernel_set in KERNEL_SETS if name.startswith(kernel_set.prefix))
 
 
 def _tell(message: str) -> None:
@@ -113,17 +157,17 @@ def _tell(message: str) -> None:
 
 
 @functools.cache
-def module_name() -> str:
+def module_name(kernel_set: KernelSet = ENCODING) -> str:
     """The extension's name: a hash of the kernels' sources, the signatures, Python, numpy and the host CPU."""
     digest = hashlib.sha256()
     package = Path(__file__).resolve().parents[1]
     for folder in _SOURCES:
         for path in sorted((package / folder).glob("*.py")):
             digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    for part in (repr(SIGNATURES), sys.implementation.cache_tag, importlib.machinery.EXTENSION_SUFFIXES[0],
+    for part in (repr(kernel_set.signatures), sys.implementation.cache_tag, importlib.machinery.EXTENSION_SUFFIXES[0],
                  np.__version__, _host_cpu()):
         digest.update(part.encode() + b"\0")
-    return "crayon_kernels_" + digest.hexdigest()[:24]
+    return kernel_set.prefix + digest.hexdigest()[:24]
 
 
 def _host_cpu() -> str:
@@ -144,36 +188,38 @@ def _host_cpu() -> str:
     return llvm.get_host_cpu_name() + " " + llvm.get_host_cpu_features().flatten()
 
 
-def load_kernels():
+def load_kernels(kernel_set: KernelSet = ENCODING):
     """The compiled kernel module for this source, Python, numpy and CPU, built first if missing; None if it
     cannot be built (a warning says why, once per machine where the failure can be recorded) or ``CRAYON_AOT=0``."""
     if os.environ.get("CRAYON_AOT", "1") == "0":
         return None
-    name = module_name()
+    name = module_name(kernel_set)
+    failure = _build_failure if kernel_set is ENCODING else _training_build_failure
     with _lock:
         if name in _loaded:
             return _loaded[name]
-        if _build_failure:
+        if failure:
             return None
-        path = module_path()
+        path = module_path(kernel_set)
         module = _import(name, path)
         if module is None:
             try:
                 module = _build_once(name, path)
             except Exception as error:  # a compiler or pycc problem: the numba dispatchers still run
-                _build_failure.append(" ".join(f"{type(error).__name__}: {error}".split()))  # one line
-                recorded = not isinstance(error, TimeoutError) and _record_failure(path, _build_failure[0])
-                warnings.warn(f"crayon could not build its ahead-of-time kernels ({_build_failure[0]}); using numba's "
-                              "jit kernels (same tokens, slower start). "
+                failure.append(" ".join(f"{type(error).__name__}: {error}".split()))  # one line
+                recorded = not isinstance(error, TimeoutError) and _record_failure(path, failure[0])
+                warnings.warn(f"crayon could not build its ahead-of-time kernels ({failure[0]}) for {kernel_set.what}; "
+                              "using numba's jit kernels (same results, slower start). "
                               + ("Not retried on this machine: `crayon warmup` retries. " if recorded else "")
                               + "CRAYON_AOT=0 skips the attempt; CRAYON_KERNEL_DIR names a writable folder for them.",
                               RuntimeWarning, stacklevel=3)
-            if module is None and not _build_failure:  # a failure recorded by an earlier process: no new warning
+            if module is None and not failure:  # a failure recorded by an earlier process: no new warning
                 try:
-                    _build_failure.append(_failure_path(path).read_text(errors="replace"))
+                    failure.append(_failure_path(path).read_text(errors="replace"))
                 except OSError as error:
-                    _build_failure.append(str(error))
-                logger.debug("crayon: the kernels failed to build before (%s); using numba's", _build_failure[0])
+                    failure.append(str(error))
+                logger.debug("crayon: the %s kernels failed to build before (%s); using numba's", kernel_set.what,
+                             failure[0])
         if module is not None:
             _loaded[name] = module
         return module
@@ -191,7 +237,8 @@ def _build_once(name: str, path: Path, *, retry_failed: bool = False):
     try:
         lock.acquire(timeout=0)
     except Timeout:
-        _tell(f"crayon: waiting for another process to finish compiling the encoding kernels in {path.parent}")
+        what = _kernel_set_named(name).what
+        _tell(f"crayon: waiting for another process to finish compiling the {what} kernels in {path.parent}")
         try:
             lock.acquire(timeout=LOCK_TIMEOUT_S)
         except Timeout:
@@ -200,14 +247,16 @@ def _build_once(name: str, path: Path, *, retry_failed: bool = False):
         module = _import(name, path)
         if module is not None or (_failure_path(path).is_file() and not retry_failed):
             return module
-        _tell(f"crayon: compiling the encoding kernels for this machine, once ({BUILD_ESTIMATE}) into {path.parent}")
+        kernel_set = _kernel_set_named(name)
+        _tell(f"crayon: compiling the {kernel_set.what} kernels for this machine, once ({kernel_set.estimate}) into "
+              f"{path.parent}")
         started = time.perf_counter()
         build_kernels(name, path)
         module = _import(name, path)
         if module is None:
             raise ImportError(f"{path} was built but does not load")
         _failure_path(path).unlink(missing_ok=True)
-        logger.info("crayon: compiled the encoding kernels in %.1f s", time.perf_counter() - started)
+        logger.info("crayon: compiled the %s kernels in %.1f s", kernel_set.what, time.perf_counter() - started)
         return module
     finally:
         lock.release()
@@ -225,12 +274,12 @@ def _record_failure(path: Path, reason: str) -> bool:
         return False
 
 
-def warmup() -> Path:
+def warmup(kernel_set: KernelSet = ENCODING) -> Path:
     """Build the compiled kernels now if they are missing, retrying a build recorded as failed; return the
     module's path. An error (no C compiler, say) is raised, not warned."""
-    name, path = module_name(), module_path()
+    name, path = module_name(kernel_set), module_path(kernel_set)
     with _lock:
-        _build_failure.clear()
+        (_build_failure if kernel_set is ENCODING else _training_build_failure).clear()
         _loaded[name] = _import(name, path) or _build_once(name, path, retry_failed=True)
     return path
 
@@ -254,21 +303,20 @@ def _import(name: str, path: Path):
         spec.loader.exec_module(module)
     except ImportError:
         return None
-    if not all(hasattr(module, kernel) for kernel in SIGNATURES):
+    if not all(hasattr(module, kernel) for kernel in _kernel_set_named(name).signatures):
         return None
     return module
 
 
 def build_kernels(name: str, path: Path, target_cpu: str | None = None) -> None:
     """Compile the kernels with pycc into the extension ``path`` and record its sha256 beside it (each written to a
-    temporary file, then renamed, so a concurrent process never loads half a file). ``target_cpu``: an LLVM CPU
-    name ("x86-64" for any x86-64, as a portable build would use); default the host's."""
+    temporary file, then renamed, so a concurrent process never loads half a file). The name's prefix says which
+    ``KERNEL_SETS`` it holds. ``target_cpu``: an LLVM CPU name ("x86-64" for any x86-64, as a portable build would
+    use); default the host's."""
     import llvmlite.binding as llvm
-    from numba import types
     from numba.core.compiler import Flags
     from numba.core.errors import NumbaPendingDeprecationWarning
 
-    from crayon.jit import kernels
     from crayon.jit.lazy import use_numba
 
     with warnings.catch_warnings():
@@ -286,13 +334,16 @@ def build_kernels(name: str, path: Path, target_cpu: str | None = None) -> None:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=path.parent) as building:
-        compiler = CC(name, source_module=kernels)
+        kernel_set = _kernel_set_named(name)
+        source = importlib.import_module(kernel_set.source)
+        compiler = CC(name, source_module=source)
         compiler.output_dir = building
         compiler.target_cpu = target_cpu or llvm.get_host_cpu_name()
-        compiler.use_nrt = False  # the kernels allocate nothing
-        for kernel, signature in SIGNATURES.items():
-            compiler.export(kernel, types.int64(*(_numba_type(spec) for spec in signature)))(
-                getattr(kernels, kernel).py_func)
+        compiler.use_nrt = kernel_set.use_nrt  # the encoding kernels allocate nothing
+        for kernel, signature in kernel_set.signatures.items():
+            arguments, result = signature if kernel_set.use_nrt else (signature, INT)
+            compiler.export(kernel, _numba_type(result)(*(_numba_type(spec) for spec in arguments)))(
+                getattr(source, kernel).py_func)
         numba.pycc.compiler.Flags = GilReleasingFlags
         try:
             compiler.compile()

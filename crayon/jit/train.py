@@ -5,9 +5,12 @@ tie-break and id reuse (the rules are in that module's docstring).
 
 Word counting streams its input: files are read in chunks, long texts are sliced, and a thread per core
 pre-tokenizes chunks with ``crayon.jit.pretokenize`` and counts their words in a hash table (``WordBag``),
-so memory grows with the number of distinct words, not the corpus size. A document is only cut where
-cutting cannot change its spans (see ``SAFE_CUT``); a custom pattern, for which there is neither such a
-proof nor a jit pre-tokenizer, is run by ``regex`` over each text or file whole.
+so memory grows with the number of distinct words, not the corpus size. The kernels (``count_words_kernel``,
+``add_bag_kernel``, ``learn_merges_kernel``) run from the extension that ``crayon.jit.aot`` compiles ahead of
+time (``aot.TRAINING``), so training does not import numba; where it cannot be built, as numba dispatchers.
+
+A document is only cut where cutting cannot change its spans (see ``SAFE_CUT``); a custom pattern, for which
+there is neither such a proof nor a jit pre-tokenizer, is run by ``regex`` over each text or file whole.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import codecs
 import collections
 import concurrent.futures
 import os
+import sys
 import threading
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
@@ -24,9 +28,11 @@ import numpy as np
 import regex
 
 from crayon.cartridge import VOCAB_BYTES, VOCAB_OFFSETS, vocab_sections
+from crayon.jit import aot
 from crayon.jit.cores import available_cores
+from crayon.jit.kernels import SPAN_BATCH
 from crayon.jit.lazy import njit
-from crayon.jit.pretokenize import PATTERN_IDS, split_spans
+from crayon.jit.pretokenize import PATTERN_IDS, classify_characters, fill_span_ends, unicode_tables
 from crayon.patterns import pattern_name, resolve_pattern
 from crayon.reference.bpe import BytePairModel
 from crayon.reference.pretokenize import split_specials
@@ -56,7 +62,7 @@ CHUNK_SIZE = 1 << 20
 SAFE_CUT = regex.compile(pin_unicode_classes(r"(?r)\p{L}\s"))
 _WHITESPACE = regex.compile(pin_unicode_classes(r"\s"))
 
-_COUNT, _LEFT, _RIGHT, _HEAD, _LENGTH, _MARK = range(6)  # columns of the pair table
+_LEFT, _RIGHT, _HEAD, _LENGTH, _MARK = range(5)  # columns of the pair table (int32; counts apart, int64)
 _POSITION, _NEXT = range(2)  # columns of the occurrence lists
 _EMPTY = -1
 _FNV_OFFSET = np.uint64(14695981039346656037)
@@ -178,13 +184,21 @@ def count_words_jit(
     return arrays
 
 
+def training_kernels():
+    """The module whose kernels train: the extension ``crayon.jit.aot`` compiles ahead of time (numba is not
+    imported), or this module, whose kernels are numba dispatchers (where it cannot be built, or ``CRAYON_AOT=0``)."""
+    return aot.load_kernels(aot.TRAINING) or sys.modules[__name__]
+
+
 def _count_with_spanner(chunks: Iterator[str], pattern_id: int, special_tokens: Sequence[str], workers: int):
     """Count the words of ``chunks`` in ``workers`` threads, each into its own bag; return their sum."""
     lock = threading.Lock()
     failed = threading.Event()  # one thread's error stops the others
+    kernels = training_kernels()
+    char_tables = unicode_tables()
 
     def count_chunks() -> WordBag:
-        bag = WordBag()
+        bag = WordBag(kernels)
         try:
             while not failed.is_set():
                 with lock:  # a generator is not thread-safe
@@ -193,8 +207,7 @@ def _count_with_spanner(chunks: Iterator[str], pattern_id: int, special_tokens: 
                     break
                 for piece, is_special in split_specials(chunk, special_tokens):
                     if not is_special:
-                        data = np.frombuffer(_utf8(piece), np.uint8)
-                        bag.add_spans(data, split_spans(data, pattern_id))
+                        bag.add_text(np.frombuffer(_utf8(piece), np.uint8), pattern_id, char_tables)
         except BaseException:
             failed.set()
             raise
@@ -284,7 +297,13 @@ def _cut_document(pieces: Iterable[str], special_tokens: Sequence[str]) -> Itera
     context = max(1, reach)
     pending: list[str] = []
     tail = ""  # the last characters before the piece, so that a cut can use them as left context
-    for piece in pieces:
+    pieces = iter(pieces)
+    following = next(pieces, None)
+    while following is not None:
+        piece, following = following, next(pieces, None)
+        if following is None:  # the document's last piece: no cut needed (a short file is one chunk)
+            pending.append(piece)
+            break
         window = tail + piece
         cut = _last_safe_cut(window, len(tail) + 1, len(window) - reach, straddlers, reach)
         if cut is None:
@@ -325,27 +344,29 @@ _WORD_START, _WORD_LENGTH, _WORD_COUNT, _WORD_HASH = range(4)  # columns of a ba
 
 
 class WordBag:
-    """Distinct words and their counts in flat arrays, filled by Numba kernels that run without the GIL.
+    """Distinct words and their counts in flat arrays, filled by kernels that run without the GIL.
 
     ``word_bytes`` holds the words end to end in the order first seen; ``words`` has a row (start, length,
     count, hash) per word; ``table`` is an open-addressing hash table of word ids (at most half full);
-    ``sizes`` is (number of words, number of bytes)."""
+    ``sizes`` is (number of words, number of bytes). ``kernels``: ``training_kernels()``."""
 
-    def __init__(self) -> None:
+    def __init__(self, kernels=None) -> None:
+        self.kernels = kernels or training_kernels()
         self.word_bytes = np.empty(1 << 16, np.uint8)
         self.words = np.empty((1 << 12, 4), np.int64)
         self.table = np.full(1 << 13, _EMPTY, np.int64)
         self.sizes = np.zeros(2, np.int64)
 
-    def add_spans(self, data: np.ndarray, ends: np.ndarray) -> None:
-        """Count each span data[ends[i-1]:ends[i]] (the first starts at 0) once."""
-        self.word_bytes, self.words, self.table = _bag_add_spans(
-            self.word_bytes, self.words, self.table, self.sizes, data, ends
+    def add_text(self, data: np.ndarray, pattern_id: int, char_tables: tuple) -> None:
+        """Count the spans of the UTF-8 text ``data`` (a read-only uint8 array) under the jit pre-tokenizer
+        ``pattern_id`` (``char_tables``: ``unicode_tables()``)."""
+        self.word_bytes, self.words, self.table = self.kernels.count_words_kernel(
+            self.word_bytes, self.words, self.table, self.sizes, data, pattern_id, char_tables
         )
 
     def add_bag(self, other: WordBag) -> None:
         """Add the words and counts of ``other``."""
-        self.word_bytes, self.words, self.table = _bag_add_bag(
+        self.word_bytes, self.words, self.table = self.kernels.add_bag_kernel(
             self.word_bytes, self.words, self.table, self.sizes, other.word_bytes, other.words, other.sizes
         )
 
@@ -406,17 +427,27 @@ def _bag_add(word_bytes, words, table, sizes, source, start, length, count):
 
 
 @njit(cache=True, nogil=True)
-def _bag_add_spans(word_bytes, words, table, sizes, data, ends):
-    word_bytes, words, table = _bag_reserve(word_bytes, words, table, sizes, ends.shape[0], data.shape[0])
-    start = 0
-    for end in ends:
-        _bag_add(word_bytes, words, table, sizes, data, start, end - start, 1)
-        start = end
+def count_words_kernel(word_bytes, words, table, sizes, data, pattern_id, char_tables):
+    """Count each span of the UTF-8 text ``data`` under the jit pre-tokenizer ``pattern_id`` into the bag
+    (word_bytes, words, table, sizes); returns the bag's arrays, grown where needed."""
+    length = data.shape[0]
+    classes = np.empty(length, np.uint8)
+    classify_characters(data, 0, length, char_tables, classes)
+    ends = np.empty(SPAN_BATCH, np.int64)
+    pos = 0
+    while pos < length:
+        found = fill_span_ends(classes, pos, length, pattern_id, char_tables, ends)
+        if found == 0 or ends[0] <= pos or ends[found - 1] > length:
+            raise RuntimeError("the pre-tokenizer made no progress")
+        word_bytes, words, table = _bag_reserve(word_bytes, words, table, sizes, found, ends[found - 1] - pos)
+        for i in range(found):
+            _bag_add(word_bytes, words, table, sizes, data, pos, ends[i] - pos, 1)
+            pos = ends[i]
     return word_bytes, words, table
 
 
 @njit(cache=True, nogil=True)
-def _bag_add_bag(word_bytes, words, table, sizes, other_bytes, other_words, other_sizes):
+def add_bag_kernel(word_bytes, words, table, sizes, other_bytes, other_words, other_sizes):
     word_bytes, words, table = _bag_reserve(word_bytes, words, table, sizes, other_sizes[0], other_sizes[1])
     for word in range(other_sizes[0]):
         start, length = other_words[word, _WORD_START], other_words[word, _WORD_LENGTH]
@@ -445,15 +476,16 @@ def _run_merges(
     first_new = len(vocab_offsets) - 1
     n_tokens = min(n_tokens, first_new + symbols.size - word_lengths.size)
     # One compiled version of the kernel: writable C-contiguous arrays of fixed types, whoever made them.
-    token = symbols.astype(np.int64)  # the kernel's own copy, which it overwrites
+    token = symbols.astype(np.int32)  # the kernel's own copy, which it overwrites
     word_lengths, word_weights = (np.require(a, np.int64, requirements="CW") for a in (word_lengths, word_weights))
     vocab_bytes = np.require(vocab_bytes, np.uint8, requirements="CW")
     vocab_offsets = np.require(vocab_offsets, np.int64, requirements="CW")
     progress_cell = np.zeros(2, np.int64)  # next new id, stop request
     arguments = (token, word_lengths, word_weights, n_tokens, progress_cell, vocab_bytes, vocab_offsets)
     bar = _progress_bar(progress, "merging", total=max(n_tokens - first_new, 0), unit="token")
+    kernels = training_kernels()  # loaded here: a build's message comes before the bar
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        future = pool.submit(learn_merges, *arguments)
+        future = pool.submit(learn_merges, kernels, *arguments)
         try:
             while concurrent.futures.wait([future], timeout=0.1).not_done:
                 if bar is not None:
@@ -470,10 +502,33 @@ def _run_merges(
 
 @njit(cache=True)
 def _grown(array, needed):
-    """``array`` itself if it has ``needed`` rows, else a copy with its (non-zero) rows doubled until it has."""
-    while array.shape[0] < needed:
-        array = np.concatenate((array, array))
-    return array
+    """``array`` itself if it has ``needed`` rows, else a copy of it with room for them and at least half as many
+    rows again (growing by half, not doubling, keeps the peak memory of the merges lower)."""
+    if array.shape[0] >= needed:
+        return array
+    return _resized(array, array.shape[0], max(needed, array.shape[0] + array.shape[0] // 2 + 1))
+
+
+@njit(cache=True)
+def _resized(array, n_rows, size):
+    """A new array of ``size`` rows holding the first ``n_rows`` rows of ``array``."""
+    resized = np.empty((size,) + array.shape[1:], array.dtype)
+    resized[:n_rows] = array[:n_rows]
+    return resized
+
+
+@njit(cache=True)
+def _relisted(pairs, n_pairs, occurrences, pair_at):
+    """Rebuild every pair's occurrence list from ``pair_at`` (dropping the occurrences whose position has
+    changed pair); return the number of occurrences."""
+    for pair in range(n_pairs):
+        pairs[pair, _HEAD] = _EMPTY
+        pairs[pair, _LENGTH] = 0
+    n_occurrences = np.int64(0)
+    for i in range(pair_at.shape[0]):
+        if pair_at[i] != _EMPTY:
+            n_occurrences = _add_occurrence(pairs, occurrences, n_occurrences, pair_at[i], i)
+    return n_occurrences
 
 
 @njit(cache=True)
@@ -501,20 +556,20 @@ def _rehashed(table, pairs, n_pairs, needed_pairs):
     size = table.shape[0]
     while 2 * needed_pairs > size:
         size *= 2
-    bigger = np.full(size, _EMPTY, np.int64)
+    bigger = np.full(size, _EMPTY, np.int32)
     for pair in range(n_pairs):
         bigger[_pair_slot(bigger, pairs, pairs[pair, _LEFT], pairs[pair, _RIGHT])] = pair
     return bigger
 
 
 @njit(cache=True)
-def _pair_id(table, pairs, n_pairs, left, right):
+def _pair_id(table, pairs, counts, n_pairs, left, right):
     """(id of pair (left, right), pair count): the pair is added with count 0 if new. Needs room for it."""
     slot = _pair_slot(table, pairs, left, right)
     if table[slot] != _EMPTY:
-        return table[slot], n_pairs
+        return np.int64(table[slot]), n_pairs
     table[slot] = n_pairs
-    pairs[n_pairs, _COUNT] = 0
+    counts[n_pairs] = 0
     pairs[n_pairs, _LEFT] = left
     pairs[n_pairs, _RIGHT] = right
     pairs[n_pairs, _HEAD] = _EMPTY
@@ -533,11 +588,12 @@ def _add_occurrence(pairs, occurrences, n_occurrences, pair, position):
 
 
 @njit(cache=True)
-def _credit_pair(table, pairs, n_pairs, occurrences, n_occurrences, grown, n_grown, step, left, right, position, w):
+def _credit_pair(table, pairs, counts, n_pairs, occurrences, n_occurrences, grown, n_grown, step, left, right,
+                 position, w):
     """Count an occurrence of (left, right) at ``position``, weight w, and list the pair in ``grown`` once per
     step. Returns (pair id, pair count, occurrence count, grown count); needs room for a new pair."""
-    pair, n_pairs = _pair_id(table, pairs, n_pairs, left, right)
-    pairs[pair, _COUNT] += w
+    pair, n_pairs = _pair_id(table, pairs, counts, n_pairs, left, right)
+    counts[pair] += w
     n_occurrences = _add_occurrence(pairs, occurrences, n_occurrences, pair, position)
     if pairs[pair, _MARK] != step:
         pairs[pair, _MARK] = step
@@ -688,55 +744,79 @@ def _merged_token(left, right, token_bytes, token_spans, token_hashes, token_tab
     return n_tokens, n_tokens + 1
 
 
+@njit(cache=True, inline="always")
+def _preceding(token, word_of, i):
+    """The position of the token before the one at position i in its word, or -1 (skipping the positions
+    merged into their left neighbour)."""
+    j = np.int64(i) - 1
+    while j >= 0 and word_of[j] == word_of[i]:
+        if token[j] != _EMPTY:
+            return j
+        j -= 1
+    return np.int64(-1)
+
+
+@njit(cache=True, inline="always")
+def _following(token, word_of, i):
+    """The position of the token after the one at position i in its word, or -1."""
+    j = np.int64(i) + 1
+    while j < token.shape[0] and word_of[j] == word_of[i]:
+        if token[j] != _EMPTY:
+            return j
+        j += 1
+    return np.int64(-1)
+
+
+def learn_merges(kernels, *arguments) -> np.ndarray:
+    """``learn_merges_kernel(*arguments)`` from ``kernels`` (``training_kernels()``)."""
+    return kernels.learn_merges_kernel(*arguments)
+
+
 @njit(cache=True, nogil=True)
-def learn_merges(token, word_lengths, word_weights, n_tokens_wanted, progress_cell, vocab_bytes, vocab_offsets):
+def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, progress_cell, vocab_bytes,
+                        vocab_offsets):
     """Merge pairs of the words until the next new id is ``n_tokens_wanted`` or no pair is left.
 
-    ``token``: the words' token ids end to end (int64; the kernel overwrites it); ``word_lengths``,
+    ``token``: the words' token ids end to end (int32; the kernel overwrites it); ``word_lengths``,
     ``word_weights``: each word's length (in tokens) and count. The vocabulary starts as token ``i`` =
     ``vocab_bytes[vocab_offsets[i]:vocab_offsets[i + 1]]`` (see ``_token_store``); new ids follow it. Returns
     the merges as an int64 array of (left id, right id) rows, in order. Writes the next new id to
     ``progress_cell[0]`` as it goes and stops early once ``progress_cell[1]`` is set.
     """
     n_positions = token.shape[0]  # token[i]: the id at position i, -1 once merged into its left neighbour
-    prev = np.empty(n_positions, np.int32)  # previous position in the word, -1 at its start
-    next_ = np.empty(n_positions, np.int32)  # next position in the word, -1 at its end
-    weight = np.empty(n_positions, np.int64)  # count of the position's word
+    word_of = np.empty(n_positions, np.int32)  # the position's word (its count is word_weights[word])
     pair_at = np.full(n_positions, _EMPTY, np.int32)  # id of the pair starting at the position, -1 if none
     start = 0
     for word in range(word_lengths.shape[0]):
         end = start + word_lengths[word]
-        for i in range(start, end):
-            prev[i] = i - 1
-            next_[i] = i + 1
-            weight[i] = word_weights[word]
-        if end > start:
-            prev[start] = -1
-            next_[end - 1] = -1
+        word_of[start:end] = word
         start = end
 
     # The inverted index: a pair table (count, left, right, occurrence list head and length, step mark)
     # found through an open-addressing hash table, and singly linked occurrence lists (positions of the
-    # pair's left token) in one array.
-    pairs = np.empty((1024, 6), np.int64)
-    table = np.full(2048, _EMPTY, np.int64)
-    occurrences = np.empty((max(n_positions, 16), 2), np.int32)
+    # pair's left token) in one array. An occurrence whose position has since changed pair stays listed
+    # (skipped when its pair merges) until the array is full; then the lists are rebuilt from pair_at.
+    pairs = np.empty((1024, 5), np.int32)
+    counts = np.empty(1024, np.int64)
+    table = np.full(2048, _EMPTY, np.int32)
+    occurrences = np.empty((n_positions + n_positions // 4 + 16, 2), np.int32)
     n_pairs = np.int64(0)
     n_occurrences = np.int64(0)
     for i in range(n_positions):
-        j = next_[i]
+        j = _following(token, word_of, i)
         if j == -1:
             continue
         pairs = _grown(pairs, n_pairs + 1)
+        counts = _grown(counts, n_pairs + 1)
         table = _rehashed(table, pairs, n_pairs, n_pairs + 1)
-        pair, n_pairs = _pair_id(table, pairs, n_pairs, token[i], token[j])
-        pairs[pair, _COUNT] += weight[i]
+        pair, n_pairs = _pair_id(table, pairs, counts, n_pairs, token[i], token[j])
+        counts[pair] += word_weights[word_of[i]]
         n_occurrences = _add_occurrence(pairs, occurrences, n_occurrences, pair, i)
         pair_at[i] = pair
     heap = np.empty((max(n_pairs, 16), 2), np.int64)
     heap_size = np.int64(0)  # not a literal 0: one compiled version of the heap functions
     for pair in range(n_pairs):
-        heap_size = _heap_push(heap, heap_size, pairs, pairs[pair, _COUNT], pair)
+        heap_size = _heap_push(heap, heap_size, pairs, counts[pair], pair)
 
     n_tokens = np.int64(vocab_offsets.shape[0] - 1)
     token_bytes, token_spans, token_hashes, token_table = _token_store(vocab_bytes, vocab_offsets, n_tokens_wanted)
@@ -748,7 +828,7 @@ def learn_merges(token, word_lengths, word_weights, n_tokens_wanted, progress_ce
     grown = np.empty(16, np.int64)
     while n_tokens < n_tokens_wanted and heap_size > 0 and progress_cell[1] == 0:
         count, pair, heap_size = _heap_pop(heap, heap_size, pairs)
-        true_count = pairs[pair, _COUNT]
+        true_count = counts[pair]
         if count != true_count:  # stale entry
             if 0 < true_count < count:
                 heap_size = _heap_push(heap, heap_size, pairs, true_count, pair)
@@ -762,6 +842,11 @@ def learn_merges(token, word_lengths, word_weights, n_tokens_wanted, progress_ce
         merges[n_merges, 1] = right
         n_merges += 1
 
+        if n_occurrences + 2 * pairs[pair, _LENGTH] > occurrences.shape[0]:
+            n_occurrences = _relisted(pairs, n_pairs, occurrences, pair_at)
+            needed = n_occurrences + 2 * pairs[pair, _LENGTH]
+            if 4 * needed > 3 * occurrences.shape[0]:  # keep a quarter free, so that rebuilding stays rare
+                occurrences = _resized(occurrences, n_occurrences, needed + needed // 2)
         n_sites = pairs[pair, _LENGTH]
         positions = _grown(positions, n_sites)
         entry = pairs[pair, _HEAD]
@@ -773,40 +858,37 @@ def learn_merges(token, word_lengths, word_weights, n_tokens_wanted, progress_ce
         sites = np.sort(positions[:n_sites])
         # Each site makes at most two new pairs, occurrences and heap entries.
         pairs = _grown(pairs, n_pairs + 2 * n_sites)
+        counts = _grown(counts, n_pairs + 2 * n_sites)
         table = _rehashed(table, pairs, n_pairs, n_pairs + 2 * n_sites)
-        occurrences = _grown(occurrences, n_occurrences + 2 * n_sites)
         heap = _grown(heap, heap_size + 2 * n_sites)
         grown = _grown(grown, 2 * n_sites)
         n_grown = np.int64(0)
         for i in sites:
             if pair_at[i] != pair:
                 continue  # an earlier merge of this step (or a past one) changed this site
-            j = next_[i]
-            w = weight[i]
-            before = np.int64(prev[i])
-            after = next_[j]
+            j = _following(token, word_of, i)
+            w = word_weights[word_of[i]]
+            before = _preceding(token, word_of, i)
+            after = _following(token, word_of, j)
             if before != -1:
-                pairs[pair_at[before], _COUNT] -= w
+                counts[pair_at[before]] -= w
                 pair_at[before], n_pairs, n_occurrences, n_grown = _credit_pair(
-                    table, pairs, n_pairs, occurrences, n_occurrences, grown, n_grown, n_merges,
+                    table, pairs, counts, n_pairs, occurrences, n_occurrences, grown, n_grown, n_merges,
                     token[before], new_id, before, w,
                 )
             pair_at[i] = _EMPTY
             if after != -1:
-                pairs[pair_at[j], _COUNT] -= w
+                counts[pair_at[j]] -= w
                 pair_at[i], n_pairs, n_occurrences, n_grown = _credit_pair(
-                    table, pairs, n_pairs, occurrences, n_occurrences, grown, n_grown, n_merges,
+                    table, pairs, counts, n_pairs, occurrences, n_occurrences, grown, n_grown, n_merges,
                     new_id, token[after], i, w,
                 )
-            pairs[pair, _COUNT] -= w
+            counts[pair] -= w
             token[i] = new_id
             token[j] = _EMPTY
             pair_at[j] = _EMPTY
-            next_[i] = after
-            if after != -1:
-                prev[after] = i
         for k in range(n_grown):
-            if pairs[grown[k], _COUNT] > 0:
-                heap_size = _heap_push(heap, heap_size, pairs, pairs[grown[k], _COUNT], grown[k])
+            if counts[grown[k]] > 0:
+                heap_size = _heap_push(heap, heap_size, pairs, counts[grown[k]], grown[k])
         progress_cell[0] = n_tokens
     return merges[:n_merges].copy()
