@@ -25,6 +25,7 @@ from crayon.errors import FormatError
 __all__ = ["CharsMap", "charsmap_from_bytes", "charsmap_from_base64", "charsmap_to_base64"]
 
 _SHORT_CLUSTER_BYTES = 6
+_REMEMBERED_CLUSTERS = 1 << 16
 
 
 class CharsMap:
@@ -40,6 +41,7 @@ class CharsMap:
         self.units = np.frombuffer(self.blob, "<u4", trie_size // 4, 4).astype(np.int64)
         self.replacements = self.blob[4 + trie_size :]
         self._unit_list = self.units.tolist()
+        self._rewritten: dict[str, str] = {}  # clusters rewritten so far (text repeats its clusters)
 
     # --- the trie (darts-clone's unit layout) ----------------------------------------------------------
 
@@ -130,6 +132,14 @@ class CharsMap:
 
     def rewrite_cluster(self, cluster: str) -> str:
         """HF's rewrite of one extended grapheme cluster."""
+        rewritten = self._rewritten.get(cluster)
+        if rewritten is None:
+            if len(self._rewritten) >= _REMEMBERED_CLUSTERS:
+                self._rewritten.clear()
+            rewritten = self._rewritten[cluster] = self._rewrite_cluster(cluster)
+        return rewritten
+
+    def _rewrite_cluster(self, cluster: str) -> str:
         if len(cluster.encode("utf-8")) < _SHORT_CLUSTER_BYTES:
             whole = self.shortest_rule(cluster)
             if whole is not None:
