@@ -262,12 +262,18 @@ def load_cartridge(
         from crayon.formats.hf_io import pipeline_from_hf
 
         try:
-            normalizer, pretokenizer = pipeline_from_hf(metadata["hf_pipeline"])
+            normalizer, pretokenizer = pipeline_from_hf(metadata["hf_pipeline"],
+                                                        byte_level=None if metadata.get("model") else True)
         except (ValueError, TypeError, KeyError, AttributeError) as error:
             raise CartridgeError(f"{path}: its HF pipeline cannot be read: {error}") from None
     elif not isinstance(pattern, str):
         raise CartridgeError(f"{path}: the metadata has neither a pattern nor an HF pipeline")
     algorithm = metadata.get("algorithm")
+    if metadata.get("model") is not None:
+        model = _vocab_model_of(metadata["model"], sections, path)
+        tokenizer = _tokenizer_of(path, name, model, pattern=pattern, special_tokens=specials, added_tokens=added,
+                                  normalizer=normalizer, pretokenizer=pretokenizer, backend=backend)
+        return _with_lineage(tokenizer, metadata, path)
     common = dict(pattern=pattern, special_tokens=specials, added_tokens=added, normalizer=normalizer,
                   pretokenizer=pretokenizer, backend=backend, algorithm=algorithm)
     if algorithm == "longest":
@@ -300,6 +306,44 @@ def load_cartridge(
     return _with_lineage(_tokenizer_of(path, name, build_model, tables=tables, **common), metadata, path)
 
 
+def _vocab_model_of(options: dict, sections: dict, path):
+    """The WordPiece, Unigram or character-BPE model of a cartridge (``crayon.saving.model_sections``)."""
+    from crayon.reference.char_bpe import CharBytePairModel
+    from crayon.reference.unigram import UnigramModel
+    from crayon.reference.wordpiece import WordPieceModel
+
+    try:
+        tokens = {token_id: token.decode("utf-8") for token_id, token in _tokens_of(sections, path).items()}
+        kind = options["type"]
+        if kind == "WordPiece":
+            return WordPieceModel({token: i for i, token in tokens.items()}, unk_token=options["unk_token"],
+                                  continuing_subword_prefix=options["continuing_subword_prefix"],
+                                  max_input_chars_per_word=options["max_input_chars_per_word"])
+        if kind == "Unigram":
+            scores = sections["unigram.scores"]
+            pieces = [(tokens[i], float(score)) for i, score in enumerate(scores.tolist())]
+            return UnigramModel(pieces, unk_id=options["unk_id"], byte_fallback=options["byte_fallback"],
+                                fuse_unk=options["fuse_unk"], matchable=sections["unigram.matchable"].tolist(),
+                                single_precision=options["single_precision"])
+        if kind == "CharBPE":
+            ranked = sections["merges.ranked"].tolist()
+            return CharBytePairModel({token: i for i, token in tokens.items()},
+                                     [(tokens[left], tokens[right]) for left, right, _ in ranked],
+                                     ranks=[rank for _, _, rank in ranked], unk_token=options["unk_token"],
+                                     byte_fallback=options["byte_fallback"], fuse_unk=options["fuse_unk"])
+    except (KeyError, IndexError, TypeError, ValueError, UnicodeDecodeError) as error:
+        raise CartridgeError(f"{path}: its model cannot be read: {type(error).__name__}: {error}") from None
+    raise CartridgeError(f"{path}: unknown model type {options.get('type')!r}")
+
+
+def _template_of(metadata: dict, path) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    template = metadata.get("template", [[], []])
+    if not (isinstance(template, list) and len(template) == 2
+            and all(isinstance(ids, list) and all(type(i) is int for i in ids) for ids in template)):
+        raise CartridgeError(f"{path}: template must be two lists of ids")
+    return tuple(template[0]), tuple(template[1])
+
+
 def _tokenizer_of(path, *args, **kwargs) -> Tokenizer:
     """``Tokenizer(*args, **kwargs)`` from a cartridge's contents: what it refuses is a CartridgeError."""
     try:
@@ -311,12 +355,13 @@ def _tokenizer_of(path, *args, **kwargs) -> Tokenizer:
 
 
 def _with_lineage(tokenizer: Tokenizer, metadata: dict, path) -> Tokenizer:
-    """Set the tokenizer's vocabulary version and parent hash from the metadata (a cartridge written before
-    they existed has neither: version 1, no parent)."""
+    """Set the tokenizer's vocabulary version, parent hash and template from the metadata (a cartridge written
+    before they existed has none: version 1, no parent, no ids around a text)."""
     version, parent = metadata.get("vocabulary_version", 1), metadata.get("parent_hash")
     if type(version) is not int or version < 1 or not (parent is None or isinstance(parent, str)):
         raise CartridgeError(f"{path}: vocabulary_version must be an int >= 1 and parent_hash a string or null")
     tokenizer.vocabulary_version, tokenizer.parent_hash = version, parent
+    tokenizer.template = _template_of(metadata, path)
     return tokenizer
 
 

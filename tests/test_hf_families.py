@@ -171,3 +171,31 @@ def test_family_file_loads_with_hf_ids_on_generated_text(family_files, name):
         assert ours.encode(text, allowed_special="all") == hf.encode(text, add_special_tokens=False).ids
 
     check()
+
+
+# --- cartridges ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sentencepiece_bpe_file(training_file):
+    """A BPE over characters with Metaspace (HF's SentencePieceBPETokenizer, as Llama 2 without byte fallback)."""
+    bpe = tokenizers.SentencePieceBPETokenizer()
+    bpe.train([str(training_file)], vocab_size=3000, show_progress=False, special_tokens=["<unk>"])
+    path = training_file.parent / "spbpe.json"
+    bpe.save(str(path))
+    return path
+
+
+@pytest.mark.parametrize("name", ["bert-uncased", "T5Tokenizer", "AlbertTokenizer", "sentencepiece-bpe"])
+def test_family_saved_as_cartridge_gives_the_same_ids(family_files, sentencepiece_bpe_file, name, tmp_path):
+    path = sentencepiece_bpe_file if name == "sentencepiece-bpe" else family_files[name]
+    tokenizer = load_quietly(path)
+    saved = tokenizer.save(tmp_path / "family.crayon")
+    reopened = load_quietly(saved)
+    assert type(reopened.model) is type(tokenizer.model)
+    text = sample_text()[:120_000] + "\u00e9\u0301 \uff21 \u4e2d\u6587 x" * 3
+    ids = tokenizer.encode(text, allowed_special="all")
+    assert reopened.encode(text, allowed_special="all") == ids
+    assert ids == tokenizers.Tokenizer.from_file(str(path)).encode(text, add_special_tokens=False).ids
+    assert reopened.decode(ids) == tokenizer.decode(ids)
+    assert reopened.template == tokenizer.template and reopened.special_tokens == tokenizer.special_tokens
