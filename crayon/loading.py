@@ -11,6 +11,7 @@ opening it is a map and some numpy views; the reference model is rebuilt from th
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import numpy as np
 
 from crayon.cartridge import SUFFIX as CARTRIDGE_SUFFIX
 from crayon.cartridge import cartridge_path, open_cartridge, read_seed_v2
-from crayon.errors import CartridgeError
+from crayon.errors import CartridgeError, UnsupportedComponentError
 from crayon.formats.tiktoken_io import load_tiktoken_bpe
 from crayon.patterns import PATTERNS
 from crayon.profiles import OPENAI_ENCODINGS, VOCABULARY_SHA256, cache_dirs, find_vocabulary_file, profile_dirs
@@ -92,9 +93,11 @@ def load(
             raise ValueError(f"algorithm={algorithm!r} does not apply to a SentencePiece model")
         tokenizer = Tokenizer.from_spec(read_sentencepiece_tokenizer(path), backend=backend)
     elif path.name.endswith(".json"):
+        if algorithm == "bpe" and backend != "reference":
+            return _load_hf_compiled(path, backend=backend)
         from crayon.formats.hf_io import read_hf_tokenizer
 
-        tokenizer = Tokenizer.from_spec(read_hf_tokenizer(path), backend=backend if algorithm == "bpe" else "reference")
+        tokenizer = Tokenizer.from_spec(read_hf_tokenizer(path), backend="reference")
     elif path.name.endswith((".tiktoken", ".tiktoken.gz")):
         if pattern is None:
             raise ValueError(f"loading {path.name} needs pattern=: a name ({', '.join(PATTERNS)}) or a regex")
@@ -240,6 +243,39 @@ def _cache_compiled_profile(tokenizer: Tokenizer) -> None:
             continue
 
 
+def _load_hf_compiled(path: Path, *, backend: str) -> Tokenizer:
+    """An HF tokenizer.json of a WordPiece, Unigram or character-BPE model, compiled to a cartridge in the first
+    writable cache folder on first use and reopened from there while the file is unchanged (its path, size and
+    mtime, and the cartridge format, recorded in the cartridge). Byte-level BPE files are read each time."""
+    from crayon.formats.hf_io import read_hf_tokenizer
+    from crayon.jit.tables import TABLES_VERSION
+    from crayon.saving import VOCAB_MODELS
+
+    resolved = path.resolve()
+    stat = resolved.stat()
+    stamp = {"path": str(resolved), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "tables_version": TABLES_VERSION}
+    name = f"hf-{hashlib.sha256(str(resolved).encode()).hexdigest()[:16]}{CARTRIDGE_SUFFIX}"
+    for folder in cache_dirs():
+        cached = folder / name
+        try:
+            with open_cartridge(cached) as opened:
+                fresh = opened.metadata.get("source") == stamp
+            if fresh:
+                return load_cartridge(cached, backend=backend)
+        except (CartridgeError, OSError):  # none there, or a damaged cache: compiled again below
+            continue
+    tokenizer = Tokenizer.from_spec(read_hf_tokenizer(path), backend=backend)
+    if issubclass(tokenizer.model_class, VOCAB_MODELS):
+        for folder in cache_dirs():
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                save_cartridge(tokenizer, folder / name, source=stamp)
+                break
+            except (OSError, UnsupportedComponentError):  # not writable here, or nothing a cartridge can hold
+                continue
+    return tokenizer
+
+
 # ------------------------------------------------------------------------------------------------ cartridges
 
 
@@ -262,6 +298,7 @@ def load_cartridge(
         from crayon.formats.hf_io import pipeline_from_hf
 
         try:
+            _charsmaps_from_sections(metadata["hf_pipeline"].get("normalizer"), sections)
             normalizer, pretokenizer = pipeline_from_hf(metadata["hf_pipeline"],
                                                         byte_level=None if metadata.get("model") else True)
         except (ValueError, TypeError, KeyError, AttributeError) as error:
@@ -270,9 +307,14 @@ def load_cartridge(
         raise CartridgeError(f"{path}: the metadata has neither a pattern nor an HF pipeline")
     algorithm = metadata.get("algorithm")
     if metadata.get("model") is not None:
-        model = _vocab_model_of(metadata["model"], sections, path)
-        tokenizer = _tokenizer_of(path, name, model, pattern=pattern, special_tokens=specials, added_tokens=added,
-                                  normalizer=normalizer, pretokenizer=pretokenizer, backend=backend)
+        builder = VocabModelBuilder(metadata["model"], sections, path)
+        tables = {"token_bytes": sections.get("decoded.bytes"), "token_offsets": sections.get("decoded.offsets")}
+        if any(table is None for table in tables.values()):
+            raise CartridgeError(f"{path}: the decoded-token sections are missing")
+        if "decoded.empty" in sections:
+            tables["empty_tokens"] = sections["decoded.empty"]
+        tokenizer = _tokenizer_of(path, name, builder, pattern=pattern, special_tokens=specials, added_tokens=added,
+                                  normalizer=normalizer, pretokenizer=pretokenizer, backend=backend, tables=tables)
         return _with_lineage(tokenizer, metadata, path)
     common = dict(pattern=pattern, special_tokens=specials, added_tokens=added, normalizer=normalizer,
                   pretokenizer=pretokenizer, backend=backend, algorithm=algorithm)
@@ -306,8 +348,37 @@ def load_cartridge(
     return _with_lineage(_tokenizer_of(path, name, build_model, tables=tables, **common), metadata, path)
 
 
+def _charsmaps_from_sections(spec: dict | None, sections: dict) -> None:
+    """Hand the character maps ``crayon.saving.charsmaps_to_sections`` moved into sections back to their
+    Precompiled normalizers (as ``charsmap_bytes``)."""
+    if spec is None:
+        return
+    if spec.get("type") == "Precompiled" and "charsmap_section" in spec:
+        spec["charsmap_bytes"] = sections[spec["charsmap_section"]].tobytes()
+    for inner in spec.get("normalizers", []):
+        _charsmaps_from_sections(inner, sections)
+
+
+class VocabModelBuilder:
+    """Builds the WordPiece, Unigram or character-BPE model of a cartridge (``crayon.saving.model_sections``) when
+    the tokenizer first needs it; ``model_class`` names it before (the engine is chosen by it)."""
+
+    def __init__(self, options: dict, sections: dict, path):
+        from crayon.saving import VOCAB_MODELS
+
+        classes = {model_class.__name__: model_class for model_class in VOCAB_MODELS}
+        kind = options.get("type") if isinstance(options, dict) else None
+        name = {"WordPiece": "WordPieceModel", "Unigram": "UnigramModel", "CharBPE": "CharBytePairModel"}.get(kind)
+        if name not in classes:
+            raise CartridgeError(f"{path}: unknown model type {kind!r}")
+        self.model_class = classes[name]
+        self.options, self.sections, self.path = options, sections, path
+
+    def __call__(self):
+        return _vocab_model_of(self.options, self.sections, self.path)
+
+
 def _vocab_model_of(options: dict, sections: dict, path):
-    """The WordPiece, Unigram or character-BPE model of a cartridge (``crayon.saving.model_sections``)."""
     from crayon.reference.char_bpe import CharBytePairModel
     from crayon.reference.unigram import UnigramModel
     from crayon.reference.wordpiece import WordPieceModel

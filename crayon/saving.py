@@ -10,6 +10,7 @@ and the ids the Viterbi may use; for BPE, the merges as id triples (left, right,
 
 from __future__ import annotations
 
+import base64
 import os
 from pathlib import Path
 
@@ -40,7 +41,7 @@ CARTRIDGE_SECTION = {
 def save_cartridge(tokenizer, path: str | os.PathLike, *, source: dict | None = None) -> Path:
     """Write ``tokenizer`` (a ``crayon.Tokenizer``) as a cartridge (see the module docstring); return the path
     written: ``path``, with ``.crayon`` appended when it lacks it."""
-    vocab_model = tokenizer.tables is None and isinstance(tokenizer.model, VOCAB_MODELS)
+    vocab_model = issubclass(tokenizer.model_class, VOCAB_MODELS)
     if tokenizer.tables is None and not vocab_model and not isinstance(tokenizer.model, (BytePairModel, LongestMatchModel)):
         raise UnsupportedComponentError(
             f"a cartridge of a {type(tokenizer.model).__name__} (cartridges hold byte-level BPE, longest match, "
@@ -61,8 +62,14 @@ def save_cartridge(tokenizer, path: str | os.PathLike, *, source: dict | None = 
         from crayon.formats.hf_io import pipeline_to_hf
 
         metadata["hf_pipeline"] = pipeline_to_hf(tokenizer.normalizer, tokenizer.pretokenizer)
+        charsmaps = charsmaps_to_sections(metadata["hf_pipeline"]["normalizer"])
     if vocab_model:
         metadata["model"], sections = model_sections(tokenizer.model)
+        decoded = tokenizer.model.token_bytes  # what each token decodes to, read without building the model
+        sections.update({f"decoded.{name.split('.')[1]}": array for name, array in vocab_sections(decoded).items()})
+        empty = [token_id for token_id, token in decoded.items() if not token]
+        if empty:
+            sections["decoded.empty"] = np.array(empty, np.int64)
     elif tokenizer.algorithm == "longest":
         model = tokenizer.model
         tokens = {i: t for i, t in model.token_bytes.items() if i < model.first_reserved_id}
@@ -84,6 +91,8 @@ def save_cartridge(tokenizer, path: str | os.PathLike, *, source: dict | None = 
             sections["merges.pairs"] = np.array(
                 [(model.ranks[left], model.ranks[right]) for left, right in model.merges], dtype=np.int32
             ).reshape(-1, 2)
+    if "hf_pipeline" in metadata:
+        sections.update(charsmaps)
     write_cartridge(path, metadata, sections)
     return path
 
@@ -108,3 +117,22 @@ def model_sections(model) -> tuple[dict, dict[str, np.ndarray]]:
     sections["merges.ranked"] = np.array(
         [(left, right, rank) for (left, right), (rank, _) in model.merges.items()], np.int64).reshape(-1, 3)
     return options, sections
+
+
+def charsmaps_to_sections(normalizer: dict | None) -> dict[str, np.ndarray]:
+    """Move the precompiled character maps of a normalizer's HF object (base64 in a tokenizer.json) into sections
+    ``charsmap.N``, leaving ``"charsmap_section": "charsmap.N"`` in their place: a map is a few hundred KB that
+    opening the cartridge then maps instead of parsing. ``crayon.loading`` puts them back."""
+    sections: dict[str, np.ndarray] = {}
+    for spec in _normalizer_specs(normalizer):
+        if spec.get("type") == "Precompiled" and "precompiled_charsmap" in spec:
+            name = f"charsmap.{len(sections)}"
+            sections[name] = np.frombuffer(base64.b64decode(spec.pop("precompiled_charsmap")), np.uint8)
+            spec["charsmap_section"] = name
+    return sections
+
+
+def _normalizer_specs(spec: dict | None) -> list[dict]:
+    if spec is None:
+        return []
+    return [spec, *(inner for nested in spec.get("normalizers", []) for inner in _normalizer_specs(nested))]

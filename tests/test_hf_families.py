@@ -199,3 +199,24 @@ def test_family_saved_as_cartridge_gives_the_same_ids(family_files, sentencepiec
     assert ids == tokenizers.Tokenizer.from_file(str(path)).encode(text, add_special_tokens=False).ids
     assert reopened.decode(ids) == tokenizer.decode(ids)
     assert reopened.template == tokenizer.template and reopened.special_tokens == tokenizer.special_tokens
+
+
+def test_tokenizer_json_is_compiled_once_and_reopened_from_the_cache(family_files, tmp_path, monkeypatch):
+    monkeypatch.setenv("CRAYON_PROFILE_DIR", str(tmp_path / "cache"))
+    source = tmp_path / "T5.json"
+    source.write_bytes(family_files["T5Tokenizer"].read_bytes())
+    first = load_quietly(source)
+    cached = list((tmp_path / "cache").glob("*.crayon"))
+    assert len(cached) == 1
+    compiled_at = cached[0].stat().st_mtime_ns
+    again = load_quietly(source)
+    assert cached[0].stat().st_mtime_ns == compiled_at  # reopened, not compiled again
+    text = sample_text()[:50_000]
+    assert again.encode(text) == first.encode(text)
+    assert again.template == first.template and again.special_tokens == first.special_tokens
+    config = json.loads(source.read_text())
+    config["added_tokens"] = config["added_tokens"][:1]  # an edited file is compiled again
+    source.write_text(json.dumps(config))
+    edited = load_quietly(source)
+    assert edited.special_tokens != first.special_tokens
+    assert edited.encode(text) == tokenizers.Tokenizer.from_file(str(source)).encode(text, add_special_tokens=False).ids

@@ -359,7 +359,9 @@ _NORMALIZERS_BY_TYPE: dict[str, Callable[[dict], Normalizer]] = {
     "BertNormalizer": lambda spec: BertNormalizer(spec.get("clean_text", True), spec.get("handle_chinese_chars", True),
                                                   spec.get("strip_accents"), spec.get("lowercase", True)),
     "ByteLevel": lambda spec: ByteLevelNormalizer(),
-    "Precompiled": lambda spec: Precompiled(charsmap_from_base64(spec["precompiled_charsmap"])),
+    "Precompiled": lambda spec: Precompiled(  # a cartridge hands the map over as bytes (see crayon.saving)
+        CharsMap(spec["charsmap_bytes"]) if "charsmap_bytes" in spec else charsmap_from_base64(spec["precompiled_charsmap"])
+    ),
     "Sequence": lambda spec: NormalizerSequence([normalizer_from_hf(inner) for inner in spec["normalizers"]]),
 }
 

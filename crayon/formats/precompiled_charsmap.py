@@ -38,12 +38,19 @@ class CharsMap:
         if trie_size % 4 or 4 + trie_size > len(blob) or trie_size == 0:
             raise FormatError(f"precompiled_charsmap: a trie of {trie_size} bytes does not fit in {len(blob)} bytes")
         self.blob = bytes(blob)
-        self.units = np.frombuffer(self.blob, "<u4", trie_size // 4, 4).astype(np.int64)
+        self.trie_size = trie_size
         self.replacements = self.blob[4 + trie_size :]
-        self._unit_list = self.units.tolist()
         self._rewritten: dict[str, str] = {}  # clusters rewritten so far (text repeats its clusters)
 
     # --- the trie (darts-clone's unit layout) ----------------------------------------------------------
+
+    @functools.cached_property
+    def units(self) -> np.ndarray:
+        return np.frombuffer(self.blob, "<u4", self.trie_size // 4, 4).astype(np.int64)
+
+    @functools.cached_property
+    def _unit_list(self) -> list[int]:
+        return self.units.tolist()
 
     @staticmethod
     def _offset(unit: int) -> int:
