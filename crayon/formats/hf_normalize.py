@@ -18,6 +18,7 @@ import functools
 import unicodedata
 from typing import Callable
 
+import numpy as np
 import regex
 
 from crayon.errors import UnsupportedComponentError
@@ -66,6 +67,28 @@ _NOT_MARKS_TO_HF = regex.compile(
 _MARKS_ONLY_TO_HF = frozenset("\u1cf2\u1cf3")
 
 
+def code_point_mask(predicate: Callable[[str], bool], candidates: str) -> np.ndarray:
+    """A bool per code point (0 .. 0x10FFFF): ``predicate(chr(code_point))``, asked of the characters the regex
+    ``candidates`` matches (the others are False)."""
+    mask = np.zeros(0x110000, bool)
+    for match in regex.finditer(candidates, _every_character()):
+        if predicate(match.group()):
+            mask[ord(match.group())] = True
+    return mask
+
+
+@functools.lru_cache(maxsize=1)
+def _every_character() -> str:
+    return "".join(map(chr, range(0xD800))) + "".join(map(chr, range(0xE000, 0x110000)))
+
+
+def remove_code_points(text: str, mask: np.ndarray) -> str:
+    """``text`` without the characters whose code points ``mask`` marks (vectorized over UTF-32)."""
+    code_points = np.frombuffer(text.encode("utf-32-le"), np.uint32)
+    removed = mask[code_points]
+    return code_points[~removed].tobytes().decode("utf-32-le") if removed.any() else text
+
+
 class Normalizer:
     """One HF normalizer: call it on text; ``to_hf`` is its tokenizer.json object."""
 
@@ -107,7 +130,9 @@ class UnicodeNormalizer(Normalizer):
         self.form = form
 
     def __call__(self, text: str) -> str:
-        if text.isascii():  # ASCII text is normalized in every form
+        # HF's older tables decompose and compose a subset of what Python's do, so text Python finds normalized
+        # HF leaves alone too (ASCII text is normalized in every form).
+        if text.isascii() or unicodedata.is_normalized(self.form, text):
             return text
         # Splitting keeps the characters HF does not normalize (odd indices) and normalizes the text between.
         pieces = _NOT_NORMALIZED_BY_HF.split(text)
@@ -169,7 +194,7 @@ class StripAccents(Normalizer):
     def __call__(self, text: str) -> str:
         if text.isascii():
             return text
-        return "".join(char for char in text if not self.is_combining_mark(char))
+        return remove_code_points(text, _combining_marks_mask())
 
     @staticmethod
     def is_combining_mark(char: str) -> bool:
@@ -207,6 +232,16 @@ _CJK_IDEOGRAPH = regex.compile(
 )
 
 
+@functools.lru_cache(maxsize=1)
+def _bert_clean_masks() -> tuple[np.ndarray, np.ndarray]:
+    return code_point_mask(bool, _BERT_REMOVED.pattern), code_point_mask(bool, _BERT_TO_SPACE.pattern)
+
+
+@functools.lru_cache(maxsize=1)
+def _bert_marks_mask() -> np.ndarray:
+    return code_point_mask(bool, _BERT_MN.pattern)
+
+
 class BertNormalizer(Normalizer):
     """HF ``BertNormalizer``: ``clean_text`` removes control characters (and U+0000, U+FFFD) and turns other
     white space into a space, ``handle_chinese_chars`` puts a space on each side of a CJK ideograph,
@@ -223,11 +258,15 @@ class BertNormalizer(Normalizer):
 
     def __call__(self, text: str) -> str:
         if self.clean_text:
-            text = _BERT_TO_SPACE.sub(" ", _BERT_REMOVED.sub("", text))
-        if self.handle_chinese_chars:
+            removed, to_space = _bert_clean_masks()
+            code_points = np.frombuffer(text.encode("utf-32-le"), np.uint32)
+            kept = code_points[~removed[code_points]]
+            kept[to_space[kept]] = ord(" ")
+            text = kept.tobytes().decode("utf-32-le")
+        if self.handle_chinese_chars and not text.isascii():
             text = _CJK_IDEOGRAPH.sub(r" \1 ", text)
         if self._strips and not text.isascii():
-            text = _BERT_MN.sub("", _NFD(text))
+            text = remove_code_points(_NFD(text), _bert_marks_mask())
         return _LOWERCASE(text) if self.lowercase else text
 
     def is_inert(self, char: str) -> bool:
@@ -242,6 +281,12 @@ class BertNormalizer(Normalizer):
         return {"type": "BertNormalizer", "clean_text": self.clean_text,
                 "handle_chinese_chars": self.handle_chinese_chars, "strip_accents": self.strip_accents,
                 "lowercase": self.lowercase}
+
+
+@functools.lru_cache(maxsize=1)
+def _combining_marks_mask() -> np.ndarray:
+    # Python's marks are marks to the regex module too (its tables are as new or newer)
+    return code_point_mask(StripAccents.is_combining_mark, "[\\p{M}" + "".join(sorted(_MARKS_ONLY_TO_HF)) + "]")
 
 
 class Replace(Normalizer):
