@@ -119,6 +119,11 @@ def _characters_made_by(mapping: str) -> frozenset[str]:
     return frozenset(made)
 
 
+@functools.lru_cache(maxsize=1)
+def _not_normalized_by_hf_mask() -> np.ndarray:
+    return code_point_mask(bool, _NOT_NORMALIZED_BY_HF.pattern)
+
+
 class UnicodeNormalizer(Normalizer):
     """HF ``NFC``, ``NFD``, ``NFKC``, ``NFKD``: Unicode normalization with HF's Unicode 9.0 tables."""
 
@@ -134,6 +139,8 @@ class UnicodeNormalizer(Normalizer):
         # HF leaves alone too (ASCII text is normalized in every form).
         if text.isascii() or unicodedata.is_normalized(self.form, text):
             return text
+        if not _not_normalized_by_hf_mask()[np.frombuffer(text.encode("utf-32-le"), np.uint32)].any():
+            return unicodedata.normalize(self.form, text)
         # Splitting keeps the characters HF does not normalize (odd indices) and normalizes the text between.
         pieces = _NOT_NORMALIZED_BY_HF.split(text)
         return "".join(piece if i % 2 else unicodedata.normalize(self.form, piece) for i, piece in enumerate(pieces))
