@@ -11,6 +11,7 @@ opening it is a map and some numpy views; the reference model is rebuilt from th
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import numpy as np
 
 from crayon.cartridge import SUFFIX as CARTRIDGE_SUFFIX
 from crayon.cartridge import cartridge_path, open_cartridge, read_seed_v2
-from crayon.errors import CartridgeError
+from crayon.errors import CartridgeError, UnsupportedComponentError
 from crayon.formats.hf_postprocess import post_processor_from_hf
 from crayon.formats.tiktoken_io import load_tiktoken_bpe
 from crayon.patterns import PATTERNS
@@ -94,9 +95,11 @@ def load(
             raise ValueError(f"algorithm={algorithm!r} does not apply to a SentencePiece model")
         tokenizer = Tokenizer.from_spec(read_sentencepiece_tokenizer(path), backend=backend)
     elif path.name.endswith(".json"):
+        if algorithm == "bpe" and backend != "reference":
+            return _load_hf_compiled(path, backend=backend)
         from crayon.formats.hf_io import read_hf_tokenizer
 
-        tokenizer = Tokenizer.from_spec(read_hf_tokenizer(path), backend=backend if algorithm == "bpe" else "reference")
+        tokenizer = Tokenizer.from_spec(read_hf_tokenizer(path), backend="reference")
     elif path.name.endswith((".tiktoken", ".tiktoken.gz")):
         if pattern is None:
             raise ValueError(f"loading {path.name} needs pattern=: a name ({', '.join(PATTERNS)}) or a regex")
@@ -242,6 +245,39 @@ def _cache_compiled_profile(tokenizer: Tokenizer) -> None:
             continue
 
 
+def _load_hf_compiled(path: Path, *, backend: str) -> Tokenizer:
+    """An HF tokenizer.json of a WordPiece, Unigram or character-BPE model, compiled to a cartridge in the first
+    writable cache folder on first use and reopened from there while the file is unchanged (its path, size and
+    mtime, and the cartridge format, recorded in the cartridge). Byte-level BPE files are read each time."""
+    from crayon.formats.hf_io import read_hf_tokenizer
+    from crayon.jit.tables import TABLES_VERSION
+    from crayon.saving import VOCAB_MODELS
+
+    resolved = path.resolve()
+    stat = resolved.stat()
+    stamp = {"path": str(resolved), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "tables_version": TABLES_VERSION}
+    name = f"hf-{hashlib.sha256(str(resolved).encode()).hexdigest()[:16]}{CARTRIDGE_SUFFIX}"
+    for folder in cache_dirs():
+        cached = folder / name
+        try:
+            with open_cartridge(cached) as opened:
+                fresh = opened.metadata.get("source") == stamp
+            if fresh:
+                return load_cartridge(cached, backend=backend)
+        except (CartridgeError, OSError):  # none there, or a damaged cache: compiled again below
+            continue
+    tokenizer = Tokenizer.from_spec(read_hf_tokenizer(path), backend=backend)
+    if issubclass(tokenizer.model_class, VOCAB_MODELS):
+        for folder in cache_dirs():
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                save_cartridge(tokenizer, folder / name, source=stamp)
+                break
+            except (OSError, UnsupportedComponentError):  # not writable here, or nothing a cartridge can hold
+                continue
+    return tokenizer
+
+
 # ------------------------------------------------------------------------------------------------ cartridges
 
 
@@ -264,12 +300,25 @@ def load_cartridge(
         from crayon.formats.hf_io import pipeline_from_hf
 
         try:
-            normalizer, pretokenizer = pipeline_from_hf(metadata["hf_pipeline"])
+            _charsmaps_from_sections(metadata["hf_pipeline"].get("normalizer"), sections)
+            normalizer, pretokenizer = pipeline_from_hf(metadata["hf_pipeline"],
+                                                        byte_level=None if metadata.get("model") else True)
         except (ValueError, TypeError, KeyError, AttributeError) as error:
             raise CartridgeError(f"{path}: its HF pipeline cannot be read: {error}") from None
     elif not isinstance(pattern, str):
         raise CartridgeError(f"{path}: the metadata has neither a pattern nor an HF pipeline")
     algorithm = metadata.get("algorithm")
+    if metadata.get("model") is not None:
+        builder = VocabModelBuilder(metadata["model"], sections, path)
+        tables = {"token_bytes": sections.get("decoded.bytes"), "token_offsets": sections.get("decoded.offsets")}
+        if any(table is None for table in tables.values()):
+            raise CartridgeError(f"{path}: the decoded-token sections are missing")
+        if "decoded.empty" in sections:
+            tables["empty_tokens"] = sections["decoded.empty"]
+        tokenizer = _tokenizer_of(path, name, builder, pattern=pattern, special_tokens=specials, added_tokens=added,
+                                  normalizer=normalizer, pretokenizer=pretokenizer, backend=backend, tables=tables,
+                                  **_hf_framing(metadata, path))
+        return _with_lineage(tokenizer, metadata, path)
     common = dict(pattern=pattern, special_tokens=specials, added_tokens=added, normalizer=normalizer,
                   pretokenizer=pretokenizer, backend=backend, algorithm=algorithm, **_hf_framing(metadata, path))
     if algorithm == "longest":
@@ -321,6 +370,73 @@ def _hf_framing(metadata: dict, path) -> dict:
     return framing
 
 
+def _charsmaps_from_sections(spec: dict | None, sections: dict) -> None:
+    """Hand the character maps ``crayon.saving.charsmaps_to_sections`` moved into sections back to their
+    Precompiled normalizers (as ``charsmap_bytes``)."""
+    if spec is None:
+        return
+    if spec.get("type") == "Precompiled" and "charsmap_section" in spec:
+        spec["charsmap_bytes"] = sections[spec["charsmap_section"]].tobytes()
+    for inner in spec.get("normalizers", []):
+        _charsmaps_from_sections(inner, sections)
+
+
+class VocabModelBuilder:
+    """Builds the WordPiece, Unigram or character-BPE model of a cartridge (``crayon.saving.model_sections``) when
+    the tokenizer first needs it; ``model_class`` names it before (the engine is chosen by it)."""
+
+    def __init__(self, options: dict, sections: dict, path):
+        from crayon.saving import VOCAB_MODELS
+
+        classes = {model_class.__name__: model_class for model_class in VOCAB_MODELS}
+        kind = options.get("type") if isinstance(options, dict) else None
+        name = {"WordPiece": "WordPieceModel", "Unigram": "UnigramModel", "CharBPE": "CharBytePairModel"}.get(kind)
+        if name not in classes:
+            raise CartridgeError(f"{path}: unknown model type {kind!r}")
+        self.model_class = classes[name]
+        self.options, self.sections, self.path = options, sections, path
+
+    def __call__(self):
+        return _vocab_model_of(self.options, self.sections, self.path)
+
+
+def _vocab_model_of(options: dict, sections: dict, path):
+    from crayon.reference.char_bpe import CharBytePairModel
+    from crayon.reference.unigram import UnigramModel
+    from crayon.reference.wordpiece import WordPieceModel
+
+    try:
+        tokens = {token_id: token.decode("utf-8") for token_id, token in _tokens_of(sections, path).items()}
+        kind = options["type"]
+        if kind == "WordPiece":
+            return WordPieceModel({token: i for i, token in tokens.items()}, unk_token=options["unk_token"],
+                                  continuing_subword_prefix=options["continuing_subword_prefix"],
+                                  max_input_chars_per_word=options["max_input_chars_per_word"])
+        if kind == "Unigram":
+            scores = sections["unigram.scores"]
+            pieces = [(tokens[i], float(score)) for i, score in enumerate(scores.tolist())]
+            return UnigramModel(pieces, unk_id=options["unk_id"], byte_fallback=options["byte_fallback"],
+                                fuse_unk=options["fuse_unk"], matchable=sections["unigram.matchable"].tolist(),
+                                single_precision=options["single_precision"])
+        if kind == "CharBPE":
+            ranked = sections["merges.ranked"].tolist()
+            return CharBytePairModel({token: i for i, token in tokens.items()},
+                                     [(tokens[left], tokens[right]) for left, right, _ in ranked],
+                                     ranks=[rank for _, _, rank in ranked], unk_token=options["unk_token"],
+                                     byte_fallback=options["byte_fallback"], fuse_unk=options["fuse_unk"])
+    except (KeyError, IndexError, TypeError, ValueError, UnicodeDecodeError) as error:
+        raise CartridgeError(f"{path}: its model cannot be read: {type(error).__name__}: {error}") from None
+    raise CartridgeError(f"{path}: unknown model type {options.get('type')!r}")
+
+
+def _template_of(metadata: dict, path) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    template = metadata.get("template", [[], []])
+    if not (isinstance(template, list) and len(template) == 2
+            and all(isinstance(ids, list) and all(type(i) is int for i in ids) for ids in template)):
+        raise CartridgeError(f"{path}: template must be two lists of ids")
+    return tuple(template[0]), tuple(template[1])
+
+
 def _tokenizer_of(path, *args, **kwargs) -> Tokenizer:
     """``Tokenizer(*args, **kwargs)`` from a cartridge's contents: what it refuses is a CartridgeError."""
     try:
@@ -332,12 +448,13 @@ def _tokenizer_of(path, *args, **kwargs) -> Tokenizer:
 
 
 def _with_lineage(tokenizer: Tokenizer, metadata: dict, path) -> Tokenizer:
-    """Set the tokenizer's vocabulary version and parent hash from the metadata (a cartridge written before
-    they existed has neither: version 1, no parent)."""
+    """Set the tokenizer's vocabulary version, parent hash and template from the metadata (a cartridge written
+    before they existed has none: version 1, no parent, no ids around a text)."""
     version, parent = metadata.get("vocabulary_version", 1), metadata.get("parent_hash")
     if type(version) is not int or version < 1 or not (parent is None or isinstance(parent, str)):
         raise CartridgeError(f"{path}: vocabulary_version must be an int >= 1 and parent_hash a string or null")
     tokenizer.vocabulary_version, tokenizer.parent_hash = version, parent
+    tokenizer.template = _template_of(metadata, path)
     return tokenizer
 
 

@@ -2,11 +2,15 @@
 
 A cartridge of a BPE tokenizer holds the jit engine's tables (``crayon.jit.tables.build_bpe_tables``) under
 ``CARTRIDGE_SECTION`` names (the vocabulary and the DAT under the format's own names, the rest as ``bpe.*``);
-a longest-match tokenizer's holds its vocabulary and DAT. ``crayon.loading.load_cartridge`` reads both back.
+a longest-match tokenizer's holds its vocabulary and DAT. A WordPiece, Unigram or character-BPE tokenizer's
+(``model_sections``) holds its token strings, its options in the metadata's "model" and, for Unigram, the scores
+and the ids the Viterbi may use; for BPE, the merges as id triples (left, right, rank).
+``crayon.loading.load_cartridge`` reads them all back.
 """
 
 from __future__ import annotations
 
+import base64
 import os
 from pathlib import Path
 
@@ -15,9 +19,14 @@ import numpy as np
 from crayon.cartridge import check_writable, vocab_sections, write_cartridge
 from crayon.errors import UnsupportedComponentError
 from crayon.reference.bpe import BytePairModel
+from crayon.reference.char_bpe import CharBytePairModel
 from crayon.reference.longest import LongestMatchModel
+from crayon.reference.unigram import UnigramModel
+from crayon.reference.wordpiece import WordPieceModel
 
-__all__ = ["CARTRIDGE_SECTION", "save_cartridge"]
+__all__ = ["CARTRIDGE_SECTION", "VOCAB_MODELS", "save_cartridge", "model_sections"]
+
+VOCAB_MODELS = (WordPieceModel, UnigramModel, CharBytePairModel)
 
 CARTRIDGE_SECTION = {
     "token_bytes": "vocab.bytes",
@@ -32,9 +41,11 @@ CARTRIDGE_SECTION = {
 def save_cartridge(tokenizer, path: str | os.PathLike, *, source: dict | None = None) -> Path:
     """Write ``tokenizer`` (a ``crayon.Tokenizer``) as a cartridge (see the module docstring); return the path
     written: ``path``, with ``.crayon`` appended when it lacks it."""
-    if tokenizer.tables is None and not isinstance(tokenizer.model, (BytePairModel, LongestMatchModel)):
+    vocab_model = issubclass(tokenizer.model_class, VOCAB_MODELS)
+    if tokenizer.tables is None and not vocab_model and not isinstance(tokenizer.model, (BytePairModel, LongestMatchModel)):
         raise UnsupportedComponentError(
-            f"a cartridge of a {type(tokenizer.model).__name__} (cartridges hold byte-level BPE and longest match)")
+            f"a cartridge of a {type(tokenizer.model).__name__} (cartridges hold byte-level BPE, longest match, "
+            "WordPiece, Unigram and BPE over characters)")
     path = check_writable(path)
     metadata = {
         "name": tokenizer.name,
@@ -49,12 +60,21 @@ def save_cartridge(tokenizer, path: str | os.PathLike, *, source: dict | None = 
         "hf_decoder": None if tokenizer.decoder is None else tokenizer.decoder.to_hf(),
         "vocabulary_version": tokenizer.vocabulary_version,
         "parent_hash": tokenizer.parent_hash,
+        "template": [list(ids) for ids in tokenizer.template],
     }
     if tokenizer.normalizer is not None or tokenizer.pattern is None:
         from crayon.formats.hf_io import pipeline_to_hf
 
         metadata["hf_pipeline"] = pipeline_to_hf(tokenizer.normalizer, tokenizer.pretokenizer)
-    if tokenizer.algorithm == "longest":
+        charsmaps = charsmaps_to_sections(metadata["hf_pipeline"]["normalizer"])
+    if vocab_model:
+        metadata["model"], sections = model_sections(tokenizer.model)
+        decoded = tokenizer.model.token_bytes  # what each token decodes to, read without building the model
+        sections.update({f"decoded.{name.split('.')[1]}": array for name, array in vocab_sections(decoded).items()})
+        empty = [token_id for token_id, token in decoded.items() if not token]
+        if empty:
+            sections["decoded.empty"] = np.array(empty, np.int64)
+    elif tokenizer.algorithm == "longest":
         model = tokenizer.model
         tokens = {i: t for i, t in model.token_bytes.items() if i < model.first_reserved_id}
         sections = {**vocab_sections(tokens), "dat.base": model.base, "dat.check": model.check, "dat.values": model.values}
@@ -75,5 +95,48 @@ def save_cartridge(tokenizer, path: str | os.PathLike, *, source: dict | None = 
             sections["merges.pairs"] = np.array(
                 [(model.ranks[left], model.ranks[right]) for left, right in model.merges], dtype=np.int32
             ).reshape(-1, 2)
+    if "hf_pipeline" in metadata:
+        sections.update(charsmaps)
     write_cartridge(path, metadata, sections)
     return path
+
+
+def model_sections(model) -> tuple[dict, dict[str, np.ndarray]]:
+    """The metadata "model" object and the sections of a WordPiece, Unigram or character-BPE model."""
+    if isinstance(model, WordPieceModel):
+        options = {"type": "WordPiece", "unk_token": model.unk_token, "continuing_subword_prefix": model.prefix,
+                   "max_input_chars_per_word": model.max_input_chars_per_word}
+        return options, vocab_sections({i: token.encode("utf-8") for token, i in model.vocab.items()})
+    if isinstance(model, UnigramModel):
+        options = {"type": "Unigram", "unk_id": model.unk_id, "byte_fallback": model.byte_fallback,
+                   "fuse_unk": model.fuse_unk, "single_precision": model.score_type == np.float32}
+        sections = vocab_sections({i: piece.encode("utf-8") for i, (piece, _) in enumerate(model.pieces)})
+        sections["unigram.scores"] = np.array([score for _, score in model.pieces], np.float64)
+        sections["unigram.matchable"] = np.array(model.matchable, np.int64)
+        return options, sections
+    tokens = {token_id: token for token, token_id in model.vocab.items()}
+    options = {"type": "CharBPE", "unk_token": None if model.unk_id is None else tokens[model.unk_id],
+               "byte_fallback": model.byte_fallback, "fuse_unk": model.fuse_unk}
+    sections = vocab_sections({i: token.encode("utf-8") for token, i in model.vocab.items()})
+    sections["merges.ranked"] = np.array(
+        [(left, right, rank) for (left, right), (rank, _) in model.merges.items()], np.int64).reshape(-1, 3)
+    return options, sections
+
+
+def charsmaps_to_sections(normalizer: dict | None) -> dict[str, np.ndarray]:
+    """Move the precompiled character maps of a normalizer's HF object (base64 in a tokenizer.json) into sections
+    ``charsmap.N``, leaving ``"charsmap_section": "charsmap.N"`` in their place: a map is a few hundred KB that
+    opening the cartridge then maps instead of parsing. ``crayon.loading`` puts them back."""
+    sections: dict[str, np.ndarray] = {}
+    for spec in _normalizer_specs(normalizer):
+        if spec.get("type") == "Precompiled" and "precompiled_charsmap" in spec:
+            name = f"charsmap.{len(sections)}"
+            sections[name] = np.frombuffer(base64.b64decode(spec.pop("precompiled_charsmap")), np.uint8)
+            spec["charsmap_section"] = name
+    return sections
+
+
+def _normalizer_specs(spec: dict | None) -> list[dict]:
+    if spec is None:
+        return []
+    return [spec, *(inner for nested in spec.get("normalizers", []) for inner in _normalizer_specs(nested))]

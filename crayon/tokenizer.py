@@ -251,6 +251,13 @@ class Tokenizer:
         return self._model
 
     @property
+    def model_class(self) -> type:
+        """The reference model's class, known without building the model (a cartridge's builder names it)."""
+        if self._model is not None:
+            return type(self._model)
+        return getattr(self._build_model, "model_class", BytePairModel)
+
+    @property
     def backend(self) -> str:
         """The engine that encodes: "reference", "jit" or "cuda" ("auto" is resolved when loading)."""
         return self._engine.name

@@ -258,10 +258,10 @@ REFUSED = {
     "continuing_subword_prefix": (_set("model.continuing_subword_prefix", "##"), "continuing_subword_prefix"),
     "end_of_word_suffix": (_set("model.end_of_word_suffix", "</w>"), "end_of_word_suffix"),
     "byte_fallback": (_set("model.byte_fallback", True), "byte_fallback"),
-    "normalizer": (_set("normalizer", {"type": "BertNormalizer"}), "BertNormalizer"),
+    "normalizer": (_set("normalizer", {"type": "CaseFold"}), "CaseFold"),
     "nested normalizer": (
-        _set("normalizer", {"type": "Sequence", "normalizers": [{"type": "Precompiled"}]}),
-        "Precompiled",
+        _set("normalizer", {"type": "Sequence", "normalizers": [{"type": "CaseFold"}]}),
+        "CaseFold",
     ),
     "pre-tokenizer": (_set("pre_tokenizer", {"type": "UnicodeScripts"}), "UnicodeScripts"),
     "model": (_set("model.type", "WordLevel"), "WordLevel"),

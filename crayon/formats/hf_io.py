@@ -374,7 +374,7 @@ def _normalizer_to_hf(normalizer) -> dict | None:
     if normalizer is None:
         return None
     if not isinstance(normalizer, Normalizer):
-        raise UnsupportedComponentError(f"normalizer {normalizer!r} has no HF form")
+        raise UnsupportedComponentError(f"normalizer {type(normalizer).__name__} has no HF form")
     return normalizer.to_hf()
 
 

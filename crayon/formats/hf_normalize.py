@@ -3,7 +3,8 @@
 HF normalizes the text between added tokens piece by piece, before pre-tokenization; a Crayon Tokenizer calls
 its normalizer the same way. Each class here does what the HF normalizer of the same name does and writes
 itself back with ``to_hf``; ``normalizer_from_hf`` builds one from a tokenizer.json object and refuses types it
-does not know (BertNormalizer, Precompiled, ...) with ``UnsupportedComponentError``.
+does not know with ``UnsupportedComponentError`` naming the type. ``Precompiled`` (SentencePiece's character
+map) lives in ``crayon.formats.precompiled_charsmap``.
 
 Unicode versions: HF's NFC/NFD/NFKC/NFKD and StripAccents use Unicode 9.0 tables, Python's ``unicodedata`` is
 newer. The code points below, found by comparing the two on every code point, are where they differ: HF leaves
@@ -28,6 +29,7 @@ from crayon.formats.hf_pretokenize import (
     string_pattern,
     to_byte_chars,
 )
+from crayon.formats.precompiled_charsmap import CharsMap, charsmap_from_base64, charsmap_to_base64
 from crayon.reference.unicode16 import pin_unicode_classes
 
 
@@ -65,6 +67,28 @@ _NOT_MARKS_TO_HF = regex.compile(
 _MARKS_ONLY_TO_HF = frozenset("\u1cf2\u1cf3")
 
 
+def code_point_mask(predicate: Callable[[str], bool], candidates: str) -> np.ndarray:
+    """A bool per code point (0 .. 0x10FFFF): ``predicate(chr(code_point))``, asked of the characters the regex
+    ``candidates`` matches (the others are False)."""
+    mask = np.zeros(0x110000, bool)
+    for match in regex.finditer(candidates, _every_character()):
+        if predicate(match.group()):
+            mask[ord(match.group())] = True
+    return mask
+
+
+@functools.lru_cache(maxsize=1)
+def _every_character() -> str:
+    return "".join(map(chr, range(0xD800))) + "".join(map(chr, range(0xE000, 0x110000)))
+
+
+def remove_code_points(text: str, mask: np.ndarray) -> str:
+    """``text`` without the characters whose code points ``mask`` marks (vectorized over UTF-32)."""
+    code_points = np.frombuffer(text.encode("utf-32-le"), np.uint32)
+    removed = mask[code_points]
+    return code_points[~removed].tobytes().decode("utf-32-le") if removed.any() else text
+
+
 class Normalizer:
     """One HF normalizer: call it on text; ``to_hf`` is its tokenizer.json object."""
 
@@ -95,65 +119,9 @@ def _characters_made_by(mapping: str) -> frozenset[str]:
     return frozenset(made)
 
 
-QUICK_CHECK_CHARS = 0x30000  # code points in the quick check's table; a text with a higher one is normalized
-TABLE_CHECK_LENGTH = 512  # texts this long or longer are checked with the table, shorter ones by unicodedata
-MAY_CHANGE = 0x100  # in the table: the character is not "Yes" to the quick check (low byte: combining class)
-
-
-@functools.lru_cache(maxsize=None)
-def _quick_check_table(form: str) -> np.ndarray:
-    """Unicode's quick check (UAX #15) of ``form`` as a uint16 per code point below ``QUICK_CHECK_CHARS``: its
-    canonical combining class, | ``MAY_CHANGE`` where the character is not "Yes" (the form changes it on its
-    own, or, composing forms, it may compose with the character before it) or HF's tables do not know it.
-    Built from ``unicodedata`` at first use (a fraction of a second)."""
-    table = np.zeros(QUICK_CHECK_CHARS, np.uint16)
-    composes = form in ("NFC", "NFKC")
-    for code_point in range(QUICK_CHECK_CHARS):
-        char = chr(code_point)
-        table[code_point] |= unicodedata.combining(char)
-        if 0xD800 <= code_point < 0xE000 or unicodedata.normalize(form, char) != char:
-            table[code_point] |= MAY_CHANGE
-        decomposition = unicodedata.decomposition(char).split()
-        if composes and len(decomposition) == 2 and not decomposition[0].startswith("<"):
-            table[int(decomposition[1], 16)] |= MAY_CHANGE  # it may compose with the character before it
-    if composes:
-        table[0x1161:0x1176] |= MAY_CHANGE  # Hangul vowels and trailing consonants compose algorithmically
-        table[0x11A8:0x11C3] |= MAY_CHANGE
-    for match in _NOT_NORMALIZED_BY_HF.finditer("".join(map(chr, range(0xD800))) + "".join(
-            map(chr, range(0xE000, QUICK_CHECK_CHARS)))):
-        table[ord(match.group())] |= MAY_CHANGE
-    table.flags.writeable = False
-    return table
-
-
-def _changing_ranges(form: str, text: str) -> list[tuple[int, int]] | None:
-    """The stretches ``(start, end)`` of ``text`` that HF's ``form`` may change, each normalizable on its own:
-    the rest passes Unicode's quick check ("Yes" characters, combining classes in canonical order), and each
-    stretch runs from a "Yes" character of class 0 (or the text's start) to the next one (or its end), where
-    normalization never looks across. None where the table does not cover the text."""
-    try:
-        code_points = np.frombuffer(text.encode("utf-32-le"), np.uint32)
-    except UnicodeEncodeError:  # a lone surrogate
-        return None
-    if code_points.max(initial=0) >= QUICK_CHECK_CHARS:
-        return None
-    entries = _quick_check_table(form)[code_points]
-    classes = entries & 0xFF
-    changing = (entries & MAY_CHANGE) != 0
-    changing[1:] |= (classes[1:] != 0) & (classes[:-1] > classes[1:])
-    if not changing.any():
-        return []
-    stable = np.flatnonzero(entries == 0)  # starts of stretches normalization never looks across
-    bounds = np.append(stable, len(text)) if len(stable) and stable[0] == 0 else np.concatenate(
-        ([0], stable, [len(text)]))
-    stretch = np.unique(np.searchsorted(bounds, np.flatnonzero(changing), side="right") - 1)
-    ranges: list[tuple[int, int]] = []
-    for start, end in zip(bounds[stretch].tolist(), bounds[stretch + 1].tolist()):
-        if ranges and ranges[-1][1] == start:
-            ranges[-1] = (ranges[-1][0], end)
-        else:
-            ranges.append((start, end))
-    return ranges
+@functools.lru_cache(maxsize=1)
+def _not_normalized_by_hf_mask() -> np.ndarray:
+    return code_point_mask(bool, _NOT_NORMALIZED_BY_HF.pattern)
 
 
 class UnicodeNormalizer(Normalizer):
@@ -167,21 +135,12 @@ class UnicodeNormalizer(Normalizer):
         self.form = form
 
     def __call__(self, text: str) -> str:
-        if text.isascii():  # every form leaves ASCII as it is
+        # HF's older tables decompose and compose a subset of what Python's do, so text Python finds normalized
+        # HF leaves alone too (ASCII text is normalized in every form).
+        if text.isascii() or unicodedata.is_normalized(self.form, text):
             return text
-        if len(text) < TABLE_CHECK_LENGTH:
-            # A quick-check "Yes" of the whole text is one of each piece between the characters HF does not know.
-            return text if unicodedata.is_normalized(self.form, text) else self._normalized_pieces(text)
-        ranges = _changing_ranges(self.form, text)
-        if ranges is None:
-            return self._normalized_pieces(text)
-        parts, done = [], 0
-        for start, end in ranges:
-            parts += [text[done:start], self._normalized_pieces(text[start:end])]
-            done = end
-        return "".join(parts) + text[done:]
-
-    def _normalized_pieces(self, text: str) -> str:
+        if not _not_normalized_by_hf_mask()[np.frombuffer(text.encode("utf-32-le"), np.uint32)].any():
+            return unicodedata.normalize(self.form, text)
         # Splitting keeps the characters HF does not normalize (odd indices) and normalizes the text between.
         pieces = _NOT_NORMALIZED_BY_HF.split(text)
         return "".join(piece if i % 2 else unicodedata.normalize(self.form, piece) for i, piece in enumerate(pieces))
@@ -215,6 +174,10 @@ class Lowercase(Normalizer):
         return {"type": "Lowercase"}
 
 
+_NFD = UnicodeNormalizer("NFD")
+_LOWERCASE = Lowercase()
+
+
 class Strip(Normalizer):
     """HF ``Strip``: remove white space (the Unicode White_Space property) on the left and/or right."""
 
@@ -236,7 +199,9 @@ class StripAccents(Normalizer):
     """HF ``StripAccents``: remove every combining mark (category M, by HF's Unicode 9.0 tables)."""
 
     def __call__(self, text: str) -> str:
-        return "".join(char for char in text if not self.is_combining_mark(char))
+        if text.isascii():
+            return text
+        return remove_code_points(text, _combining_marks_mask())
 
     @staticmethod
     def is_combining_mark(char: str) -> bool:
@@ -246,6 +211,89 @@ class StripAccents(Normalizer):
 
     def to_hf(self) -> dict:
         return {"type": "StripAccents"}
+
+
+# BertNormalizer's tables, found by comparing with HF on every code point: the control characters (Cc, Cf, Co) HF
+# removes (its older tables do not know the Cf characters excepted here; to them unassigned is not a control),
+# and the nonspacing marks (Mn) its strip_accents removes (marks assigned or recategorized since are excepted).
+_BERT_REMOVED = regex.compile(
+    "(?![\t\n\r]|" + _code_point_class("0890-0891 08E2 110CD 13430-1343F") + ")" + pin_unicode_classes(r"[\x00\uFFFD\p{Cc}\p{Cf}\p{Co}]")
+)
+_BERT_TO_SPACE = regex.compile("(?! )" + pin_unicode_classes(r"\p{White_Space}"))
+_BERT_MN = regex.compile(
+    "(?!" + _code_point_class(
+        "07FD 0897-089F 08CA-08E1 09FE 0AFA-0AFF 0B55 0C04 0C3C 0D00 0D3B-0D3C 0D81 0EBA 0ECE 180F 1885-1886 "
+        "1ABF-1ACE 1DF6-1DFB A82C A8C5 A8FF A9BD 10D24-10D27 10D69-10D6D 10EAB-10EAC 10EFC-10EFF 10F46-10F50 "
+        "10F82-10F85 11070 11073-11074 110C2 111C9 111CF 1123E 11241 1133B 113BB-113C0 113CE 113D0 113D2 "
+        "113E1-113E2 11438-1143F 11442-11444 11446 1145E 1182F-11837 11839-1183A 1193B-1193C 1193E 11943 "
+        "119D4-119D7 119DA-119DB 119E0 11A01-11A0A 11A33-11A38 11A3B-11A3E 11A47 11A51-11A56 11A59-11A5B "
+        "11A8A-11A96 11A98-11A99 11C30-11C36 11C38-11C3D 11C3F 11C92-11CA7 11CAA-11CB0 11CB2-11CB3 11CB5-11CB6 "
+        "11D31-11D36 11D3A 11D3C-11D3D 11D3F-11D45 11D47 11D90-11D91 11D95 11D97 11EF3-11EF4 11F00-11F01 "
+        "11F36-11F3A 11F40 11F42 11F5A 13440 13447-13455 1611E-16129 1612D-1612F 16F4F 16FE4 1CF00-1CF2D "
+        "1CF30-1CF46 1E000-1E006 1E008-1E018 1E01B-1E021 1E023-1E024 1E026-1E02A 1E08F 1E130-1E136 1E2AE "
+        "1E2EC-1E2EF 1E4EC-1E4EF 1E5EE-1E5EF 1E944-1E94A"
+    ) + ")" + pin_unicode_classes(r"[\p{Mn}]|" + _code_point_class("1734 1171E"))
+)
+_CJK_IDEOGRAPH = regex.compile(
+    "(" + _code_point_class("3400-4DBF 4E00-9FFF F900-FAFF 20000-2A6DF 2A700-2B81F 2B920-2CEAF 2F800-2FA1F") + ")"
+)
+
+
+@functools.lru_cache(maxsize=1)
+def _bert_clean_masks() -> tuple[np.ndarray, np.ndarray]:
+    return code_point_mask(bool, _BERT_REMOVED.pattern), code_point_mask(bool, _BERT_TO_SPACE.pattern)
+
+
+@functools.lru_cache(maxsize=1)
+def _bert_marks_mask() -> np.ndarray:
+    return code_point_mask(bool, _BERT_MN.pattern)
+
+
+class BertNormalizer(Normalizer):
+    """HF ``BertNormalizer``: ``clean_text`` removes control characters (and U+0000, U+FFFD) and turns other
+    white space into a space, ``handle_chinese_chars`` puts a space on each side of a CJK ideograph,
+    ``strip_accents`` (default: ``lowercase``) decomposes (NFD) and removes nonspacing marks, ``lowercase``
+    lowercases as ``Lowercase`` does."""
+
+    def __init__(self, clean_text: bool = True, handle_chinese_chars: bool = True, strip_accents: bool | None = None,
+                 lowercase: bool = True):
+        self.clean_text = clean_text
+        self.handle_chinese_chars = handle_chinese_chars
+        self.strip_accents = strip_accents
+        self.lowercase = lowercase
+        self._strips = lowercase if strip_accents is None else strip_accents
+
+    def __call__(self, text: str) -> str:
+        if self.clean_text:
+            removed, to_space = _bert_clean_masks()
+            code_points = np.frombuffer(text.encode("utf-32-le"), np.uint32)
+            kept = code_points[~removed[code_points]]
+            kept[to_space[kept]] = ord(" ")
+            text = kept.tobytes().decode("utf-32-le")
+        if self.handle_chinese_chars and not text.isascii():
+            text = _CJK_IDEOGRAPH.sub(r" \1 ", text)
+        if self._strips and not text.isascii():
+            text = remove_code_points(_NFD(text), _bert_marks_mask())
+        return _LOWERCASE(text) if self.lowercase else text
+
+    def is_inert(self, char: str) -> bool:
+        return (
+            not (self.clean_text and (_BERT_REMOVED.match(char) or _BERT_TO_SPACE.match(char)))
+            and not (self.handle_chinese_chars and _CJK_IDEOGRAPH.match(char))
+            and not (self._strips and (not _NFD.is_inert(char) or _BERT_MN.match(char)))
+            and not (self.lowercase and not _LOWERCASE.is_inert(char))
+        )
+
+    def to_hf(self) -> dict:
+        return {"type": "BertNormalizer", "clean_text": self.clean_text,
+                "handle_chinese_chars": self.handle_chinese_chars, "strip_accents": self.strip_accents,
+                "lowercase": self.lowercase}
+
+
+@functools.lru_cache(maxsize=1)
+def _combining_marks_mask() -> np.ndarray:
+    # Python's marks are marks to the regex module too (its tables are as new or newer)
+    return code_point_mask(StripAccents.is_combining_mark, "[\\p{M}" + "".join(sorted(_MARKS_ONLY_TO_HF)) + "]")
 
 
 class Replace(Normalizer):
@@ -258,6 +306,8 @@ class Replace(Normalizer):
         self._regex = compile_hf_regex(pattern) if is_regex else string_pattern(pattern)
 
     def __call__(self, text: str) -> str:
+        if not self.is_regex and self.pattern:  # leftmost, non-overlapping occurrences, as HF finds them
+            return text.replace(self.pattern, self.content)
         return "".join(
             self.content if is_match else text[start:end] for start, end, is_match in find_matches(self._regex, text)
         )
@@ -292,6 +342,23 @@ class Nmt(Normalizer):
 
     def to_hf(self) -> dict:
         return {"type": "Nmt"}
+
+
+class Precompiled(Normalizer):
+    """HF ``Precompiled``: SentencePiece's precompiled character map (``crayon.formats.precompiled_charsmap``)."""
+
+    def __init__(self, charsmap: CharsMap):
+        self.charsmap = charsmap
+
+    def __call__(self, text: str) -> str:
+        return self.charsmap.rewrite(text)
+
+    def is_inert(self, char: str) -> bool:
+        # Printable ASCII never joins a cluster before it and is never inside a key but at its start.
+        return " " <= char <= "~" and not self.charsmap.starts_a_key(char)
+
+    def to_hf(self) -> dict:
+        return {"type": "Precompiled", "precompiled_charsmap": charsmap_to_base64(self.charsmap)}
 
 
 class ByteLevelNormalizer(Normalizer):
@@ -341,7 +408,12 @@ _NORMALIZERS_BY_TYPE: dict[str, Callable[[dict], Normalizer]] = {
     "Replace": _replace_from_hf,
     "Prepend": lambda spec: Prepend(spec["prepend"]),
     "Nmt": lambda spec: Nmt(),
+    "BertNormalizer": lambda spec: BertNormalizer(spec.get("clean_text", True), spec.get("handle_chinese_chars", True),
+                                                  spec.get("strip_accents"), spec.get("lowercase", True)),
     "ByteLevel": lambda spec: ByteLevelNormalizer(),
+    "Precompiled": lambda spec: Precompiled(  # a cartridge hands the map over as bytes (see crayon.saving)
+        CharsMap(spec["charsmap_bytes"]) if "charsmap_bytes" in spec else charsmap_from_base64(spec["precompiled_charsmap"])
+    ),
     "Sequence": lambda spec: NormalizerSequence([normalizer_from_hf(inner) for inner in spec["normalizers"]]),
 }
 

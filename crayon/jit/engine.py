@@ -396,7 +396,7 @@ def make_engine(tokenizer, **options) -> JitEngine:
         if options:
             raise TypeError(f"the longest-match jit engine takes no options, not {', '.join(options)}")
         return LongestMatchEngine(tokenizer)
-    if tokenizer.tables is None and isinstance(tokenizer.model, (WordPieceModel, UnigramModel, CharBytePairModel)):
+    if issubclass(tokenizer.model_class, (WordPieceModel, UnigramModel, CharBytePairModel)):
         from crayon.jit.vocab_models import VocabModelEngine
 
         if options:

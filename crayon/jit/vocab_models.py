@@ -5,6 +5,7 @@ warning). Same ids as the reference."""
 
 from __future__ import annotations
 
+import functools
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
@@ -29,20 +30,26 @@ class VocabModelEngine:
     capabilities = frozenset({"threads", "compiled"})
 
     def __init__(self, tokenizer):
-        self.model = tokenizer.model
-        if isinstance(self.model, WordPieceModel):
-            self._encode = encode_words
-        elif isinstance(self.model, UnigramModel):
-            self._encode = unigram_encode_spans
-        elif isinstance(self.model, CharBytePairModel):
-            tables = CharBytePairTables(self.model)
-            self._encode = lambda model, data, ends: char_bpe_encode_spans(tables, data, ends)
-        else:
-            raise TypeError(f"not a WordPiece, Unigram or character BPE model: {self.model!r}")
+        if not issubclass(tokenizer.model_class, (WordPieceModel, UnigramModel, CharBytePairModel)):
+            raise TypeError(f"not a WordPiece, Unigram or character BPE model: {tokenizer.model_class.__name__}")
+        self._tokenizer = tokenizer  # its model is built on first use (a cartridge's, when opened)
         self._normalizer = tokenizer.normalizer
         self._pretokenizer = tokenizer.pretokenizer
         self.compiled_splits = compiled_splits_of(tokenizer.pretokenizer)
         self._id_objects = id_objects(1 + max(self.model.token_bytes, default=-1))
+
+    @functools.cached_property
+    def model(self):
+        return self._tokenizer.model
+
+    @functools.cached_property
+    def _encode(self):
+        if isinstance(self.model, WordPieceModel):
+            return encode_words
+        if isinstance(self.model, UnigramModel):
+            return unigram_encode_spans
+        tables = CharBytePairTables(self.model)
+        return lambda model, data, ends: char_bpe_encode_spans(tables, data, ends)
 
     def _prepared(self, text: str) -> bytes:
         """The UTF-8 bytes the pre-tokenizer splits: the normalized text (with the compiled splits' prefix)."""

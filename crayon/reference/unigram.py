@@ -40,7 +40,8 @@ class UnigramModel:
         self.byte_fallback = byte_fallback
         self.fuse_unk = fuse_unk
         self.ids = {piece: token_id for token_id, (piece, _) in enumerate(self.pieces)}
-        matchable = range(len(pieces)) if matchable is None else matchable
+        self.matchable = list(range(len(pieces)) if matchable is None else matchable)
+        matchable = self.matchable
         self.score_type = np.float32 if single_precision else np.float64
         self.scores = np.array([score for _, score in self.pieces], self.score_type)
         self.unk_score = self.scores[list(matchable)].min(initial=0.0) - self.score_type(UNKNOWN_PENALTY)

@@ -1,0 +1,222 @@
+"""BERT, T5, ALBERT and XLNet tokenizer.json files: their normalizers (BertNormalizer, SentencePiece's Precompiled
+character map) against HF tokenizers on every code point, corpora and hypothesis text, and whole files (built
+here from models trained in seconds, converted by transformers' converters) loading with HF's ids."""
+
+import json
+import unicodedata
+import warnings
+
+import pytest
+from conftest import corpus_text
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import tokenizer_text
+
+import crayon
+from crayon.errors import FormatError
+from crayon.formats.hf_normalize import BertNormalizer, normalizer_from_hf
+from crayon.formats.sentencepiece import read_sentencepiece
+
+tokenizers = pytest.importorskip("tokenizers")
+spm = pytest.importorskip("sentencepiece")
+from tokenizers import normalizers as hf_normalizers  # noqa: E402
+
+BERT_OPTIONS = [
+    {},
+    {"lowercase": False},
+    {"lowercase": False, "strip_accents": True},
+    {"clean_text": False, "handle_chinese_chars": False, "strip_accents": False},
+]
+EVERY_CHAR = [chr(cp) for cp in range(0x110000) if not 0xD800 <= cp < 0xE000]
+# HF lowercases with newer Unicode tables than Python's: characters Python does not know yet stay as they are.
+KNOWN_TO_PYTHON = [char for char in EVERY_CHAR if unicodedata.category(char) != "Cn"]
+ASSIGNED = [char for char in KNOWN_TO_PYTHON if unicodedata.category(char) != "Co"]
+
+
+def sample_text() -> str:
+    return (corpus_text("multilingual.txt", 120_000) + corpus_text("english_web.txt", 60_000)
+            + corpus_text("enwik8_head.xml", 30_000) + corpus_text("python_code.py", 20_000))
+
+
+@pytest.mark.parametrize("options", [BERT_OPTIONS[0], BERT_OPTIONS[2]], ids=["uncased", "cased-strip"])
+def test_bert_normalizer_matches_hf_on_every_code_point(options):
+    ours, hf = BertNormalizer(**options), hf_normalizers.BertNormalizer(**options)
+    chars = KNOWN_TO_PYTHON if options.get("lowercase", True) else EVERY_CHAR
+    text = "".join(f"a{char}b|" for char in chars)  # each character normalizes on its own between "a" and "b"
+    assert ours(text) == hf.normalize_str(text)
+
+
+@pytest.mark.parametrize("options", BERT_OPTIONS, ids=str)
+def test_bert_normalizer_matches_hf_on_corpora(options):
+    text = sample_text()
+    assert BertNormalizer(**options)(text) == hf_normalizers.BertNormalizer(**options).normalize_str(text)
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=tokenizer_text, options=st.sampled_from(BERT_OPTIONS))
+def test_bert_normalizer_matches_hf_on_generated_text(text, options):
+    assert BertNormalizer(**options)(text) == hf_normalizers.BertNormalizer(**options).normalize_str(text)
+
+
+def training_lines() -> list[str]:
+    text = corpus_text("big.txt", 150_000) + corpus_text("multilingual.txt", 40_000)
+    return [line for line in text.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def training_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("families") / "train.txt"
+    path.write_text("\n".join(training_lines()), encoding="utf-8")
+    return path
+
+
+def train_sentencepiece(training_file, rule: str, **options) -> str:
+    prefix = str(training_file.parent / f"{rule}-{'-'.join(map(str, options.values()))}")
+    spm.SentencePieceTrainer.train(input=str(training_file), model_prefix=prefix, vocab_size=3000,
+                                   normalization_rule_name=rule, character_coverage=0.995, minloglevel=2, **options)
+    return prefix + ".model"
+
+
+@pytest.fixture(scope="module", params=["nmt_nfkc", "nfkc_cf"])
+def charsmap(request, training_file) -> bytes:
+    """The precompiled character map of a SentencePiece model trained with one of its normalization rules."""
+    return read_sentencepiece(train_sentencepiece(training_file, request.param)).precompiled_charsmap
+
+
+def precompiled_pair(charsmap: bytes):
+    spec = {"type": "Precompiled", "precompiled_charsmap": __import__("base64").b64encode(charsmap).decode()}
+    return normalizer_from_hf(spec), hf_normalizers.Precompiled(charsmap)
+
+
+def test_precompiled_matches_hf_on_every_assigned_code_point(charsmap):
+    """Each assigned character (private use aside) alone, after a letter, before combining marks and after a CR:
+    one text, since a line feed always ends an extended grapheme cluster."""
+    ours, hf = precompiled_pair(charsmap)
+    text = "".join(f"{char}\na{char}\u0301\n{char}\u0302\u0301\u0323\n\r{char}\n" for char in ASSIGNED)
+    assert ours(text) == hf.normalize_str(text)
+
+
+def test_precompiled_matches_hf_on_corpora(charsmap):
+    ours, hf = precompiled_pair(charsmap)
+    text = sample_text() + "\r\n\u0000x\ufb01\uff21\u0301 A\u030a\u0301 \u1100\u1161\u11a8 \U0001F468\u200d\U0001F469"
+    assert ours(text) == hf.normalize_str(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=tokenizer_text)
+def test_precompiled_matches_hf_on_generated_text(charsmap, text):
+    ours, hf = precompiled_pair(charsmap)
+    assert ours(text) == hf.normalize_str(text)
+
+
+def test_a_damaged_charsmap_is_refused():
+    for spec in ({"type": "Precompiled", "precompiled_charsmap": "not base64!"},
+                 {"type": "Precompiled", "precompiled_charsmap": "AAAA"}):
+        with pytest.raises(FormatError, match="precompiled_charsmap"):
+            normalizer_from_hf(spec)
+
+
+# --- whole tokenizer.json files -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def family_files(training_file):
+    """name -> tokenizer.json path: BERT (cased, uncased) trained by HF tokenizers, and T5, ALBERT and XLNet
+    converted by transformers from a SentencePiece unigram model with the default nmt_nfkc rule."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.convert_slow_tokenizer import convert_slow_tokenizer
+
+    folder = training_file.parent
+    files = {}
+    for name, lowercase in (("bert-uncased", True), ("bert-cased", False)):
+        bert = tokenizers.BertWordPieceTokenizer(lowercase=lowercase)
+        bert.train([str(training_file)], vocab_size=3000, show_progress=False)
+        files[name] = folder / f"{name}.json"
+        bert.save(str(files[name]))
+    model = train_sentencepiece(training_file, "nmt_nfkc")
+    for name in ("T5Tokenizer", "AlbertTokenizer", "XLNetTokenizer"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            slow = getattr(transformers, name)(vocab_file=model)
+            files[name] = folder / f"{name}.json"
+            convert_slow_tokenizer(slow).save(str(files[name]))
+    return files
+
+
+FAMILIES = ["bert-uncased", "bert-cased", "T5Tokenizer", "AlbertTokenizer", "XLNetTokenizer"]
+
+
+def load_quietly(path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "runs this pre-tokenizer in Python"
+        return crayon.load(path)
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_family_file_loads_with_hf_ids_on_corpora(family_files, name):
+    ours, hf = load_quietly(family_files[name]), tokenizers.Tokenizer.from_file(str(family_files[name]))
+    normalizer = json.loads(family_files[name].read_text())["normalizer"]
+    assert "BertNormalizer" in str(normalizer) or "Precompiled" in str(normalizer)
+    text = sample_text()
+    assert ours.encode(text, allowed_special="all") == hf.encode(text, add_special_tokens=False).ids
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_family_file_loads_with_hf_ids_on_generated_text(family_files, name):
+    ours, hf = load_quietly(family_files[name]), tokenizers.Tokenizer.from_file(str(family_files[name]))
+
+    @settings(max_examples=60, deadline=None)
+    @given(text=tokenizer_text)
+    def check(text):
+        assert ours.encode(text, allowed_special="all") == hf.encode(text, add_special_tokens=False).ids
+
+    check()
+
+
+# --- cartridges ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sentencepiece_bpe_file(training_file):
+    """A BPE over characters with Metaspace (HF's SentencePieceBPETokenizer, as Llama 2 without byte fallback)."""
+    bpe = tokenizers.SentencePieceBPETokenizer()
+    bpe.train([str(training_file)], vocab_size=3000, show_progress=False, special_tokens=["<unk>"])
+    path = training_file.parent / "spbpe.json"
+    bpe.save(str(path))
+    return path
+
+
+@pytest.mark.parametrize("name", ["bert-uncased", "T5Tokenizer", "AlbertTokenizer", "sentencepiece-bpe"])
+def test_family_saved_as_cartridge_gives_the_same_ids(family_files, sentencepiece_bpe_file, name, tmp_path):
+    path = sentencepiece_bpe_file if name == "sentencepiece-bpe" else family_files[name]
+    tokenizer = load_quietly(path)
+    saved = tokenizer.save(tmp_path / "family.crayon")
+    reopened = load_quietly(saved)
+    assert type(reopened.model) is type(tokenizer.model)
+    text = sample_text()[:120_000] + "\u00e9\u0301 \uff21 \u4e2d\u6587 x" * 3
+    ids = tokenizer.encode(text, allowed_special="all")
+    assert reopened.encode(text, allowed_special="all") == ids
+    assert ids == tokenizers.Tokenizer.from_file(str(path)).encode(text, add_special_tokens=False).ids
+    assert reopened.decode(ids) == tokenizer.decode(ids)
+    assert reopened.template == tokenizer.template and reopened.special_tokens == tokenizer.special_tokens
+
+
+def test_tokenizer_json_is_compiled_once_and_reopened_from_the_cache(family_files, tmp_path, monkeypatch):
+    monkeypatch.setenv("CRAYON_PROFILE_DIR", str(tmp_path / "cache"))
+    source = tmp_path / "T5.json"
+    source.write_bytes(family_files["T5Tokenizer"].read_bytes())
+    first = load_quietly(source)
+    cached = list((tmp_path / "cache").glob("*.crayon"))
+    assert len(cached) == 1
+    compiled_at = cached[0].stat().st_mtime_ns
+    again = load_quietly(source)
+    assert cached[0].stat().st_mtime_ns == compiled_at  # reopened, not compiled again
+    text = sample_text()[:50_000]
+    assert again.encode(text) == first.encode(text)
+    assert again.template == first.template and again.special_tokens == first.special_tokens
+    config = json.loads(source.read_text())
+    config["added_tokens"] = config["added_tokens"][:1]  # an edited file is compiled again
+    source.write_text(json.dumps(config))
+    edited = load_quietly(source)
+    assert edited.special_tokens != first.special_tokens
+    assert edited.encode(text) == tokenizers.Tokenizer.from_file(str(source)).encode(text, add_special_tokens=False).ids
