@@ -214,6 +214,10 @@ def test_tokenizer_json_is_compiled_once_and_reopened_from_the_cache(family_file
     text = sample_text()[:50_000]
     assert again.encode(text) == first.encode(text)
     assert again.template == first.template and again.special_tokens == first.special_tokens
+    hf = tokenizers.Tokenizer.from_file(str(source))  # the post-processor and decoder survive the cache
+    framed = again.encode(text[:2000], add_special_tokens=True)
+    assert framed == first.encode(text[:2000], add_special_tokens=True) == hf.encode(text[:2000]).ids
+    assert again.decode(framed) == first.decode(framed) == hf.decode(framed, skip_special_tokens=False)
     config = json.loads(source.read_text())
     config["added_tokens"] = config["added_tokens"][:1]  # an edited file is compiled again
     source.write_text(json.dumps(config))
