@@ -17,7 +17,7 @@ from typing import Iterable
 import regex
 
 from crayon.errors import UnsupportedComponentError
-from crayon.reference.unicode16 import pin_unicode_classes
+from crayon.reference.unicode16 import escape_end, pin_unicode_classes, scan_class
 from crayon.reference.regex_vm import SPLIT_BEHAVIORS, RegexSplit
 
 # ----------------------------------------------------------------------------------------------------------
@@ -65,42 +65,16 @@ def is_byte_chars(text: str) -> bool:
 # Oniguruma regexes and HF's match iteration
 
 _INTERVAL = regex.compile(r"\{(?:\d+,?\d*|,\d+)\}")  # {n} {n,} {n,m} {,m}
-_BRACED_ESCAPES = "pPxNgk"  # \p{L}, \x{263a}, \N{...}, \g<name>, \k<name> (braces or angle brackets)
-_HEX_ESCAPE_LENGTHS = {"x": 2, "u": 4, "U": 8}
-
-
-def _escape_end(pattern: str, start: int) -> int:
-    """The end of the escape sequence starting at ``pattern[start] == "\\"``."""
-    letter = pattern[start + 1 : start + 2]
-    closing = {"{": "}", "<": ">"}.get(pattern[start + 2 : start + 3])
-    if letter and letter in _BRACED_ESCAPES and closing:
-        end = pattern.find(closing, start + 3)
-        if end > 0:
-            return end + 1
-    if letter in ("p", "P") and start + 2 < len(pattern):  # \pL
-        return start + 3
-    return min(start + 2 + _HEX_ESCAPE_LENGTHS.get(letter, 0), len(pattern))
 
 
 def _class_end(pattern: str, start: int) -> int:
     """The end of the character class starting at ``pattern[start] == "["`` (POSIX [:alpha:] inside is fine)."""
-    i = start + 1
-    if pattern[i : i + 1] == "^":
-        i += 1
-    if pattern[i : i + 1] == "]":  # a "]" first is a literal
-        i += 1
-    while i < len(pattern):
-        if pattern[i] == "\\":
-            i = _escape_end(pattern, i)
-        elif pattern.startswith("[:", i) and ":]" in pattern[i:]:
-            i = pattern.index(":]", i) + 2
-        elif pattern[i] == "[":
-            raise UnsupportedComponentError(f"regex {pattern!r}: nested character classes are not supported")
-        elif pattern[i] == "]":
-            return i + 1
-        else:
-            i += 1
-    raise UnsupportedComponentError(f"regex {pattern!r}: unterminated character class")
+    end, nested = scan_class(pattern, start)
+    if nested != -1:
+        raise UnsupportedComponentError(f"regex {pattern!r}: nested character classes are not supported")
+    if end == -1:
+        raise UnsupportedComponentError(f"regex {pattern!r}: unterminated character class")
+    return end
 
 
 def _regex_tokens(pattern: str) -> list[tuple[str, str]]:
@@ -111,7 +85,7 @@ def _regex_tokens(pattern: str) -> list[tuple[str, str]]:
         char = pattern[i]
         interval = _INTERVAL.match(pattern, i) if char == "{" else None
         if char == "\\":
-            end, kind = _escape_end(pattern, i), "escape"
+            end, kind = escape_end(pattern, i), "escape"
         elif char == "[":
             end, kind = _class_end(pattern, i), "class"
         elif interval:

@@ -159,20 +159,29 @@ def _escape_ranges(escape: str) -> np.ndarray | None:
     return complement(ranges) if negated else ranges
 
 
-def _escape_end(pattern: str, start: int) -> int:
-    """The end of the escape starting at ``pattern[start] == "\\"`` (``\\p{..}``, ``\\pL``, ``\\x{..}``, ...)."""
+_BRACED_ESCAPES = "pPxNgk"  # \p{L}, \x{263a}, \N{...}, \g<name>, \k<name> (braces or angle brackets)
+_HEX_ESCAPE_LENGTHS = {"x": 2, "u": 4, "U": 8}
+
+
+def escape_end(pattern: str, start: int) -> int:
+    """The end of the escape starting at ``pattern[start] == "\\"`` (``\\p{..}``, ``\\pL``, ``\\x{..}``, ``\\x41``,
+    ``\\u263a``, ``\\N{..}``, ``\\g<..>``, ...), in the syntax ``regex`` and Oniguruma share."""
     letter = pattern[start + 1 : start + 2]
-    if letter in ("p", "P", "x", "N") and pattern[start + 2 : start + 3] == "{":
-        end = pattern.find("}", start + 3)
+    closing = {"{": "}", "<": ">"}.get(pattern[start + 2 : start + 3])
+    if letter and letter in _BRACED_ESCAPES and closing:
+        end = pattern.find(closing, start + 3)
         if end > 0:
             return end + 1
-    if letter in ("p", "P") and start + 2 < len(pattern):
+    if letter in ("p", "P") and start + 2 < len(pattern):  # \pL
         return start + 3
-    return min(start + 2, len(pattern))
+    return min(start + 2 + _HEX_ESCAPE_LENGTHS.get(letter, 0), len(pattern))
 
 
-def _class_end(pattern: str, start: int) -> int:
-    """The end of the (VERSION0) character class starting at ``pattern[start] == "["``."""
+def scan_class(pattern: str, start: int) -> tuple[int, int]:
+    """``(end, nested)`` of the character class starting at ``pattern[start] == "["``: ``end`` is -1 when it is
+    unterminated; ``nested`` is the position of its first ``[`` that opens no POSIX class (``[:alpha:]``), a
+    literal for ``regex`` (VERSION0) but a nested class for Oniguruma, or -1."""
+    nested = -1
     i = start + 1
     if pattern[i : i + 1] == "^":
         i += 1
@@ -180,14 +189,16 @@ def _class_end(pattern: str, start: int) -> int:
         i += 1
     while i < len(pattern):
         if pattern[i] == "\\":
-            i = _escape_end(pattern, i)
+            i = escape_end(pattern, i)
         elif pattern.startswith("[:", i) and ":]" in pattern[i:]:
             i = pattern.index(":]", i) + 2
         elif pattern[i] == "]":
-            return i + 1
+            return i + 1, nested
         else:
+            if pattern[i] == "[" and nested == -1:
+                nested = i
             i += 1
-    return len(pattern)  # unterminated: regex.compile reports it
+    return -1, nested
 
 
 def _class_items(token: str) -> tuple[bool, list[str], str]:
@@ -200,7 +211,7 @@ def _class_items(token: str) -> tuple[bool, list[str], str]:
     pinned, others = [], []
     i = 0
     while i < len(body):
-        end = _escape_end(body, i) if body[i] == "\\" else i + 1
+        end = escape_end(body, i) if body[i] == "\\" else i + 1
         item = body[i:end]
         (pinned if len(item) > 1 and _escape_ranges(item) is not None else others).append(item)
         i = end
@@ -284,9 +295,11 @@ def pin_unicode_classes(pattern: str) -> str:
     i = 0
     while i < len(pattern):
         if pattern[i] == "\\":
-            end = _escape_end(pattern, i)
+            end = escape_end(pattern, i)
         elif pattern[i] == "[":
-            end = _class_end(pattern, i)
+            end = scan_class(pattern, i)[0]
+            if end == -1:
+                end = len(pattern)  # unterminated: regex.compile reports it
         else:
             out.append(pattern[i])
             i += 1
