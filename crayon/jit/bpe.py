@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from crayon.jit.byte_ranges import FNV_OFFSET, fnv1a, same_bytes
 from crayon.jit.lazy import njit
 
 NO_MERGE = np.int64(0x7FFFFFFFFFFFFFFF)  # the packed merge of a pair that never merges
@@ -26,8 +27,6 @@ ID_MASK = np.int64(0xFFFFFFFF)
 EMPTY = -1
 
 FIBONACCI = np.uint64(0x9E3779B97F4A7C15)
-_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
-_FNV_PRIME = np.uint64(0x100000001B3)
 _MIX_1 = np.uint64(0xFF51AFD7ED558CCD)
 _MIX_2 = np.uint64(0xC4CEB9FE1A85EC53)
 U32 = np.uint64(32)
@@ -61,9 +60,7 @@ def pair_merge(pair_table, left, right):
 @njit(cache=True, _nrt=False)
 def bytes_hash(data, start, end):
     """64-bit hash of data[start:end] (FNV-1a, then a final avalanche)."""
-    h = _FNV_OFFSET
-    for i in range(start, end):
-        h = (h ^ np.uint64(data[i])) * _FNV_PRIME
+    h = fnv1a(data, start, end, FNV_OFFSET)
     h ^= h >> _U33
     h *= _MIX_1
     h ^= h >> _U33
@@ -88,14 +85,9 @@ def vocab_lookup(vocab_index, token_offsets, token_bytes, data, start, end):
         token_id = entry & ID_MASK
         if entry >> 32 == tag and token_id < n_ids:
             first = token_offsets[token_id]
-            if token_offsets[token_id + 1] - first == length and 0 <= first and first + length <= token_bytes.shape[0]:
-                same = True
-                for i in range(length):
-                    if token_bytes[first + i] != data[start + i]:
-                        same = False
-                        break
-                if same:
-                    return token_id
+            if (token_offsets[token_id + 1] - first == length and 0 <= first and first + length <= token_bytes.shape[0]
+                    and same_bytes(token_bytes, first, data, start, length)):
+                return token_id
         slot = (slot + 1) & mask
     return -1
 

@@ -29,6 +29,7 @@ import regex
 
 from crayon.cartridge import VOCAB_BYTES, VOCAB_OFFSETS, vocab_sections
 from crayon.jit import aot
+from crayon.jit.byte_ranges import FNV_OFFSET, fnv1a
 from crayon.jit.cores import available_cores
 from crayon.jit.kernels import SPAN_BATCH
 from crayon.jit.lazy import njit
@@ -65,8 +66,6 @@ _WHITESPACE = regex.compile(pin_unicode_classes(r"\s"))
 _LEFT, _RIGHT, _HEAD, _LENGTH, _MARK = range(5)  # columns of the pair table (int32; counts apart, int64)
 _POSITION, _NEXT = range(2)  # columns of the occurrence lists
 _EMPTY = -1
-_FNV_OFFSET = np.uint64(14695981039346656037)
-_FNV_PRIME = np.uint64(1099511628211)
 
 
 def train_bpe_jit(
@@ -402,7 +401,7 @@ def _bag_reserve(word_bytes, words, table, sizes, more_words, more_bytes):
 @njit(cache=True, nogil=True)
 def _bag_add(word_bytes, words, table, sizes, source, start, length, count):
     """Count the word source[start:start+length] ``count`` times; the bag needs room for it."""
-    digest = _fnv1a(source, start, length, _FNV_OFFSET)
+    digest = fnv1a(source, start, start + length, FNV_OFFSET)
     mask = table.shape[0] - 1
     slot = _hash_slot(digest, mask)
     while table[slot] != _EMPTY:
@@ -650,14 +649,6 @@ def _heap_pop(heap, size, pairs):
 
 
 @njit(cache=True)
-def _fnv1a(data, start, length, digest):
-    """FNV-1a hash of data[start:start+length], continuing from ``digest``."""
-    for i in range(start, start + length):
-        digest = (digest ^ np.uint64(data[i])) * _FNV_PRIME
-    return digest
-
-
-@njit(cache=True)
 def _copy_bytes(target, target_start, source, source_start, length):
     for i in range(length):
         target[target_start + i] = source[source_start + i]
@@ -711,7 +702,7 @@ def _token_store(vocab_bytes, vocab_offsets, max_tokens):
         token_spans[token, 1] = length
         if length == 0:
             continue
-        token_hashes[token] = _fnv1a(token_bytes, start, length, _FNV_OFFSET)
+        token_hashes[token] = fnv1a(token_bytes, start, start + length, FNV_OFFSET)
         slot = _hash_slot(token_hashes[token], table_size - 1)
         while token_table[slot] != _EMPTY:
             slot = (slot + 1) & (table_size - 1)
@@ -726,7 +717,8 @@ def _merged_token(left, right, token_bytes, token_spans, token_hashes, token_tab
     ``token_bytes`` needs room for the new token's bytes."""
     left_start, left_length = token_spans[left, 0], token_spans[left, 1]
     right_start, right_length = token_spans[right, 0], token_spans[right, 1]
-    digest = _fnv1a(token_bytes, right_start, right_length, _fnv1a(token_bytes, left_start, left_length, _FNV_OFFSET))
+    left_digest = fnv1a(token_bytes, left_start, left_start + left_length, FNV_OFFSET)
+    digest = fnv1a(token_bytes, right_start, right_start + right_length, left_digest)
     mask = token_table.shape[0] - 1
     slot = _hash_slot(digest, mask)
     while token_table[slot] != _EMPTY:

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from crayon.jit.byte_ranges import FNV_OFFSET, fnv1a, same_bytes
 from crayon.jit.lazy import njit
 
 MAX_CACHED_BYTES = 64  # longer spans (SentencePiece Unigram's whole texts) are encoded without the cache
 MAX_SLOTS = 1 << 17
 SPAN_START, SPAN_LENGTH, IDS_START, IDS_COUNT = range(4)
 EMPTY = -1
-_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
-_FNV_PRIME = np.uint64(0x100000001B3)
 
 
 def new_word_cache(n_spans: int) -> np.ndarray:
@@ -31,10 +30,7 @@ def new_word_cache(n_spans: int) -> np.ndarray:
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _span_hash(data, start, end):
-    hashed = _FNV_OFFSET
-    for pos in range(start, end):
-        hashed = (hashed ^ np.uint64(data[pos])) * _FNV_PRIME
-    return np.int64(hashed >> np.uint64(16))
+    return np.int64(fnv1a(data, start, end, FNV_OFFSET) >> np.uint64(16))
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -48,13 +44,7 @@ def find_cached(cache, data, start, end, out, n):
     slot = _span_hash(data, start, end) & (slots - 1)
     while cache[slot, SPAN_LENGTH] != EMPTY:
         if cache[slot, SPAN_LENGTH] == length:
-            other = cache[slot, SPAN_START]
-            same = True
-            for i in range(length):
-                if data[other + i] != data[start + i]:
-                    same = False
-                    break
-            if same:
+            if same_bytes(data, cache[slot, SPAN_START], data, start, length):
                 first, count = cache[slot, IDS_START], cache[slot, IDS_COUNT]
                 for i in range(count):
                     out[n + i] = out[first + i]
