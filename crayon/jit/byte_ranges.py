@@ -10,7 +10,7 @@ FNV_OFFSET = np.uint64(0xCBF29CE484222325)  # the digest of no bytes
 _FNV_PRIME = np.uint64(0x100000001B3)
 
 
-@njit(cache=True, nogil=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False, inline="always")
 def fnv1a(data, start, end, digest):
     """The FNV-1a hash of data[start:end], continuing from ``digest`` (``FNV_OFFSET`` to hash them alone)."""
     for i in range(start, end):
@@ -18,7 +18,7 @@ def fnv1a(data, start, end, digest):
     return digest
 
 
-@njit(cache=True, nogil=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False, inline="always")
 def same_bytes(a, a_start, b, b_start, length):
     """Whether a[a_start:a_start + length] holds the same values as b[b_start:b_start + length]."""
     for i in range(length):
