@@ -22,8 +22,10 @@ from crayon.reference.unicode16 import (
     UNICODE_VERSION,
     WHITE_SPACE,
     complement,
+    escape_end,
     pin_unicode_classes,
     property_ranges,
+    scan_class,
 )
 
 SIDETIC_N01 = "\U00010940"  # a letter since Unicode 17, unassigned in 16
@@ -108,3 +110,25 @@ def test_pinned_patterns_split_like_the_unicode16_tables(text):
 
 def test_hf_regexes_are_pinned():
     assert compile_hf_regex(r"\p{L}+").findall(f"a{SIDETIC_N01}b") == ["a", "b"]
+
+
+@pytest.mark.parametrize(("pattern", "expected"), [
+    ("[a-z]+", (5, -1)),
+    ("[^]a]", (5, -1)),  # a "]" first is a member
+    (r"[\]x]", (5, -1)),
+    (r"[\x5d]", (6, -1)),  # the hex escape of "]" does not close the class
+    (r"[\p{L}\d]", (9, -1)),
+    ("[[:alpha:]x]", (12, -1)),  # a POSIX class is not a nested "["
+    ("[a[b]", (5, 2)),  # a literal for regex, a nested class for Oniguruma
+    ("[abc", (-1, -1)),
+])
+def test_scan_class_finds_the_end_and_a_nested_bracket(pattern, expected):
+    assert scan_class(pattern, 0) == expected
+
+
+@pytest.mark.parametrize(("escape", "length"), [
+    (r"\p{Lu}", 6), (r"\pL", 3), (r"\x41", 4), (r"\x{263a}", 8), (r"\u00e9", 6), (r"\N{DASH}", 8),
+    (r"\k<name>", 8), (r"\s", 2),
+])
+def test_escape_end_spans_the_whole_escape(escape, length):
+    assert escape_end(escape + "rest", 0) == length
