@@ -32,12 +32,13 @@ from crayon.reference.pipeline import (
     CutRule,
     Document,
     EncodedBatch,
-    document_tasks,
     file_documents,
     file_sizes,
     file_tasks,
     jsonl_documents,
+    jsonl_tasks,
     run_tasks,
+    separated_tasks,
     text_encoder,
 )
 
@@ -84,6 +85,7 @@ def iter_tokens(tokenizer, paths, *, separator: str | None = None, jsonl_field: 
     """Token chunks (uint32 arrays) of the documents of ``paths``, in order, on ``threads`` workers (default: the
     CPUs this process may use); memory is O(threads x chunk_bytes), whatever the size of the files."""
     eot = np.array([tokenizer.eot_token], np.uint32) if append_eot else None
+    document = 0
     for batch in _encoded(tokenizer, paths, lambda encoded: encoded, separator=separator, jsonl_field=jsonl_field,
                           threads=threads, chunk_bytes=chunk_bytes, errors=errors):
         ends = np.cumsum(batch.counts).tolist()
@@ -92,7 +94,8 @@ def iter_tokens(tokenizer, paths, *, separator: str | None = None, jsonl_field: 
             tokens, last = batch.tokens[start:end], bool(batch.last[i])
             if eot is not None and last:
                 tokens = np.concatenate([tokens, eot])
-            yield TokenChunk(int(batch.documents[i]), tokens, last, text_bytes[i])
+            yield TokenChunk(document, tokens, last, text_bytes[i])
+            document += last
 
 
 def _encoded(tokenizer, paths, finish, *, separator, jsonl_field, threads, chunk_bytes, errors, sizes=None):
@@ -103,11 +106,16 @@ def _encoded(tokenizer, paths, finish, *, separator, jsonl_field, threads, chunk
     if threads is not None and threads < 1:
         raise ValueError(f"threads must be at least 1, not {threads}")
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    rule = None if chunk_bytes is None else CutRule(tokenizer)
-    if separator is None and jsonl_field is None:
-        tasks = file_tasks(paths, rule, chunk_bytes, sizes)
+    if separator is not None and jsonl_field is not None:
+        raise ValueError("give a document separator or a JSON Lines field, not both")
+    if jsonl_field is not None:  # documents are not cut: a task is whole lines
+        tasks = jsonl_tasks(paths, jsonl_field, chunk_bytes)
     else:
-        tasks = document_tasks(documents(paths, separator=separator, jsonl_field=jsonl_field), rule, chunk_bytes)
+        rule = None if chunk_bytes is None else CutRule(tokenizer)
+        if separator is None:
+            tasks = file_tasks(paths, rule, chunk_bytes, sizes)
+        else:
+            tasks = separated_tasks(paths, separator, rule, chunk_bytes)
     if tokenizer.backend == "jit":
         from crayon.jit.cores import available_cores
         from crayon.jit.pipeline import jit_encoder

@@ -211,6 +211,51 @@ def test_separator_jsonl_and_uint16(tmp_path):
     assert meta["dtype"] == "uint16" and tokens.tolist() == sum((small.encode_ordinary(t) for t in texts), [])
 
 
+SEPARATORS = st.sampled_from(["<doc>", "\n\n", "aa", " ", "é"])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts=st.lists(HARD_TEXT, max_size=6), separator=SEPARATORS, chunk_bytes=st.integers(1, 40),
+       trailing=st.booleans())
+def test_separated_and_jsonl_tasks_give_each_documents_tokens(tmp_path, texts, separator, chunk_bytes, trailing):
+    """Documents split by a separator or in JSON Lines, planned as many tasks (byte ranges the workers read,
+    split or parse), give exactly ``encode_ordinary`` of each document, as ``file_documents`` and
+    ``jsonl_documents`` define them."""
+    tok = tokenizer("cl100k_base")
+    split_path, jsonl_path = tmp_path / "split.txt", tmp_path / "docs.jsonl"
+    split_path.write_bytes((separator.join(texts) + (separator if trailing else "")).encode("utf-8", "surrogatepass"))
+    jsonl_path.write_text("".join(json.dumps({"text": t}) + "\n" + ("\n" if trailing else "") for t in texts))
+    for path, options, documents in [
+            (split_path, {"separator": separator}, reference_pipeline.file_documents([split_path], separator)),
+            (jsonl_path, {"jsonl_field": "text"}, reference_pipeline.jsonl_documents([jsonl_path], "text"))]:
+        want = [tok.encode_ordinary(str(bytes(d.data[d.start : d.end]), "utf-8", "replace")) for d in documents]
+        tok.write_tokens([path], tmp_path / "out.bin", chunk_bytes=chunk_bytes, threads=2,
+                         errors="replace", **options)
+        tokens, meta = read_shard(tmp_path / "out.bin")
+        offsets = meta["document_offsets"]
+        assert [tokens[a:b].tolist() for a, b in zip(offsets, offsets[1:])] == want
+        chunks = list(tok.iter_encode_files([path], chunk_bytes=chunk_bytes, errors="replace", **options))
+        assert [np.concatenate([c.tokens for c in chunks if c.document == i]).tolist()
+                for i in range(len(want))] == want
+
+
+def test_a_bad_line_or_byte_in_a_later_task_is_named(tmp_path):
+    tok = crayon.load("cl100k_base")
+    lines = [json.dumps({"text": f"line {i} " * 20}) for i in range(50)]
+    lines[37] = '{"text": "unterminated'
+    (tmp_path / "docs.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r"docs\.jsonl:38: not a JSON line"):
+        tok.write_tokens([tmp_path / "docs.jsonl"], tmp_path / "out.bin", jsonl_field="text", chunk_bytes=200)
+    lines[37] = json.dumps({"body": "x"})
+    (tmp_path / "docs.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r"docs\.jsonl:38: no string field 'text'"):
+        tok.write_tokens([tmp_path / "docs.jsonl"], tmp_path / "out.bin", jsonl_field="text", chunk_bytes=200)
+    (tmp_path / "split.txt").write_bytes(b"<doc>".join([b"fine text " * 30] * 5 + [b"bad \xff here"]))
+    with pytest.raises(ValueError, match=r"split\.txt\[5\]: not UTF-8 at byte 1529"):
+        tok.write_tokens([tmp_path / "split.txt"], tmp_path / "out.bin", separator="<doc>", chunk_bytes=64)
+    assert not list(tmp_path.glob("out.bin*"))
+
+
 def test_encode_file(corpus_dir):
     folder, texts = corpus_dir
     tok = crayon.load("o200k_base")
@@ -313,7 +358,7 @@ def test_a_grouped_file_that_is_not_utf8_or_changed_is_named(tmp_path):
     assert tok.write_tokens(paths, tmp_path / "out.bin", errors="replace")["documents"] == 3
     sizes = reference_pipeline.file_sizes(paths)
     paths[2].write_bytes(b"fine too, and grown")
-    task = reference_pipeline.FileGroup(paths, sizes, 0)
+    task = reference_pipeline.FileGroup(paths, sizes)
     with pytest.raises(RuntimeError, match=r"2\.txt: the file changed size"):
         task.load(reference_pipeline.ReusedBuffer())
     (tmp_path / "folder").mkdir()

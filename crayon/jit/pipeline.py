@@ -1,6 +1,7 @@
 """The dataset pipeline over the GIL-free kernels: the stages of ``crayon.reference.pipeline``, a worker per core.
 
-The tasks (``file_tasks``, ``document_tasks``: the cut rule ``CutRule`` is proven in the reference's docstring),
+The tasks (``file_tasks``, ``jsonl_tasks``, ``separated_tasks``, ``document_tasks``: the cut rule ``CutRule`` is
+proven in the reference's docstring),
 the bounded pool with in-order reassembly (``run_tasks``) and the loading of a task on its worker are the
 reference's; what changes is the encoding. A worker hands a loaded batch (its texts back to back: read into the
 worker's reused buffer, or a piece of a mapped file read in place) to ``JitEngine.encode_utf8_flat``, which
@@ -44,7 +45,7 @@ def jit_encoder(tokenizer, allowed_special: frozenset[str], errors: str) -> Call
         if engine.utf8_error(batch.data) >= 0:  # the kernel checks without the GIL; Python names the error
             batch = batch.checked(errors)
         tokens, counts = engine.encode_utf8_flat(batch.data, batch.offsets)
-        return EncodedBatch(tokens, counts, batch.documents, batch.last, batch.offsets)
+        return EncodedBatch(tokens, counts, batch.last, batch.offsets)
 
     return encode_batch
 

@@ -5,13 +5,19 @@
     plan tasks (main thread)  ->  load, check, encode on a pool of workers  ->  reassemble in order  ->  write
     file_tasks: files grouped,    Task.load (read/map), Batch.checked,          ordered_map yields      (crayon.shards
     big files mapped and cut      text_encoder / the jit kernel                 in input order          writes shards)
+    jsonl_tasks, separated_tasks:
+    byte ranges of a file
     document_tasks: Documents
     cut into pieces (cut_document)
 
 A task is what one worker does at once: a ``FileGroup`` (whole small files, about ``chunk_bytes`` in all, which
-the worker opens and reads into its reused buffer) or a ``PieceGroup`` (pieces of documents in memory or mapped,
-cut by ``CutRule``). The main thread's work per small file is one ``stat``; reading, the UTF-8 check, encoding
-and releasing pages happen on the workers (``run_tasks``), so the pool scales with the cores.
+the worker opens and reads into its reused buffer), a ``PieceGroup`` (pieces of documents in memory or mapped,
+cut by ``CutRule``), a ``JsonLinesRange`` (whole lines of a JSON Lines file, which the worker reads and parses) or
+a ``SeparatedRange`` (bytes of a file of documents split by a separator, ending after a separator or at a cut,
+which the worker reads and splits). The main thread's work per small file is one ``stat``, per large file a
+search for a boundary every ``chunk_bytes``; reading, parsing, splitting, the UTF-8 check, encoding and releasing
+pages happen on the workers (``run_tasks``), so the pool scales with the cores. A worker need not know how many
+documents come before its task: documents are numbered in order as the batches come back (``Batch``).
 
 Every stage is a generator pulling from the one before, and ``ordered_map`` keeps at most ``in_flight`` tasks
 submitted and not yet handed on: the reader stops reading while the writer is behind (back-pressure), so memory
@@ -82,6 +88,7 @@ at the next allowed position: exact, and memory grows with that stretch.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import json
 import mmap
@@ -120,7 +127,6 @@ class Document:
 class Piece:
     """The bytes data[start:end] of a document; ``last`` says whether the document ends with it."""
 
-    document: int
     source: Document
     start: int
     end: int
@@ -133,10 +139,14 @@ class Piece:
     def release(self) -> None:
         """Drop the pages of a mapped file that this piece read (they are read again if touched), so that the
         process's resident memory stays O(chunk) on a file of any size."""
-        mapping = self.source.data
-        if isinstance(mapping, mmap.mmap) and hasattr(mapping, "madvise") and self.end - self.start >= mmap.PAGESIZE:
-            first = self.start - self.start % mmap.PAGESIZE
-            mapping.madvise(mmap.MADV_DONTNEED, first, self.end - first)
+        release_pages(self.source.data, self.start, self.end)
+
+
+def release_pages(mapping: bytes | mmap.mmap, start: int, end: int) -> None:
+    """Drop the pages of mapping[start:end] if it is a mapped file (they are read again if touched)."""
+    if isinstance(mapping, mmap.mmap) and hasattr(mapping, "madvise") and end - start >= mmap.PAGESIZE:
+        first = start - start % mmap.PAGESIZE
+        mapping.madvise(mmap.MADV_DONTNEED, first, end - first)
 
 
 class CutRule:
@@ -270,18 +280,24 @@ def jsonl_documents(paths: Sequence[str | os.PathLike], field: str) -> Iterator[
     for path in paths:
         with open(path, "rb") as file:
             for number, line in enumerate(file, 1):
-                if not line.strip():
-                    continue
-                where = f"{os.fspath(path)}:{number}"
-                try:
-                    record = json.loads(line)
-                except ValueError as error:
-                    raise ValueError(f"{where}: not a JSON line ({error})") from None
-                text = record.get(field) if isinstance(record, dict) else None
-                if not isinstance(text, str):
-                    raise ValueError(f"{where}: no string field {field!r} in this line")
-                data = _utf8_of(text)
-                yield Document(where, data, 0, len(data))
+                if line.strip():
+                    data = jsonl_text(line, field, path, number)
+                    yield Document(f"{os.fspath(path)}:{number}", data, 0, len(data))
+
+
+def jsonl_text(line: bytes, field: str, path, number: int | Callable[[], int]) -> bytes:
+    """The UTF-8 text of the string ``field`` of a JSON line, or a ValueError naming the file and line ``number``
+    (a function that finds it, where counting lines is left to the rare error)."""
+    try:
+        record = json.loads(line)
+    except ValueError as error:
+        problem = f"not a JSON line ({error})"
+    else:
+        text = record.get(field) if isinstance(record, dict) else None
+        if isinstance(text, str):
+            return _utf8_of(text)
+        problem = f"no string field {field!r} in this line"
+    raise ValueError(f"{os.fspath(path)}:{number if isinstance(number, int) else number()}: {problem}")
 
 
 def _utf8_of(text: str) -> bytes:
@@ -309,20 +325,20 @@ def cut_document(document: Document, rule: CutRule | None, chunk_bytes: int | No
     yield start, end
 
 
-def document_pieces(index: int, document: Document, rule: CutRule | None, chunk_bytes: int | None) -> Iterator[Piece]:
-    """Document number ``index`` cut into pieces, in order."""
+def document_pieces(document: Document, rule: CutRule | None, chunk_bytes: int | None) -> Iterator[Piece]:
+    """A document cut into pieces, in order."""
     ranges = cut_document(document, rule, chunk_bytes)
     current = next(ranges)
     for following in ranges:
-        yield Piece(index, document, *current, last=False)
+        yield Piece(document, *current, last=False)
         current = following
-    yield Piece(index, document, *current, last=True)
+    yield Piece(document, *current, last=True)
 
 
 def pieces(documents: Iterable[Document], rule: CutRule | None, chunk_bytes: int | None) -> Iterator[Piece]:
     """Every document cut into pieces, in order."""
-    for index, document in enumerate(documents):
-        yield from document_pieces(index, document, rule, chunk_bytes)
+    for document in documents:
+        yield from document_pieces(document, rule, chunk_bytes)
 
 
 # --------------------------------------------------------------------- tasks: what one worker does at once
@@ -331,13 +347,14 @@ def pieces(documents: Iterable[Document], rule: CutRule | None, chunk_bytes: int
 @dataclass
 class Batch:
     """A task's texts as a worker loaded them: text i is the bytes data[offsets[i]:offsets[i + 1]] (uint8 data,
-    int64 offsets), part of document ``documents[i]``, whose last part it is when ``last[i]``."""
+    int64 offsets), part of a document, whose last part it is when ``last[i]``. Documents are numbered by their
+    order: a text belongs to the document after those whose last part came before it (in this or earlier tasks),
+    so a worker need not know how many documents the tasks before its own hold."""
 
     data: np.ndarray
     offsets: np.ndarray
-    documents: np.ndarray
     last: np.ndarray
-    task: "PieceGroup | FileGroup"
+    task: "Task"
 
     def text(self, i: int) -> memoryview:
         return memoryview(self.data)[self.offsets[i] : self.offsets[i + 1]]
@@ -356,9 +373,9 @@ class Batch:
                 raise ValueError(
                     f"{name}: not UTF-8 at byte {first_byte + error.start - int(self.offsets[i])} ({error.reason}); "
                     f"pass errors='replace' to encode invalid bytes as U+FFFD") from None
-        texts = [str(self.text(i), "utf-8", "replace").encode("utf-8") for i in range(len(self.documents))]
+        texts = [str(self.text(i), "utf-8", "replace").encode("utf-8") for i in range(len(self.last))]
         return Batch(np.frombuffer(b"".join(texts), np.uint8), _offsets_of(map(len, texts), len(texts)),
-                     self.documents, self.last, self.task)
+                     self.last, self.task)
 
 
 def _offsets_of(sizes, count: int) -> np.ndarray:
@@ -398,9 +415,8 @@ class PieceGroup:
             for piece, start, end in zip(self.pieces, offsets[:-1].tolist(), offsets[1:].tolist()):
                 data[start:end] = np.frombuffer(piece.source.data, np.uint8, end - start, piece.start)
             data = _read_only(data[: offsets[-1]])
-        documents = np.fromiter((piece.document for piece in self.pieces), np.int64, len(self.pieces))
         last = np.fromiter((piece.last for piece in self.pieces), np.bool_, len(self.pieces))
-        return Batch(data, offsets, documents, last, self)
+        return Batch(data, offsets, last, self)
 
     def where(self, i: int) -> tuple[str, int]:
         """(document name, offset of text i's first byte in its data) for messages."""
@@ -413,12 +429,11 @@ class PieceGroup:
 
 @dataclass
 class FileGroup:
-    """Consecutive whole files, each one document (``first_document`` the first's number), read by the worker:
-    the main thread only knows their ``sizes``, and a file whose size changed since is refused."""
+    """Consecutive whole files, each one document, read by the worker: the main thread only knows their
+    ``sizes``, and a file whose size changed since is refused."""
 
     paths: Sequence[str | os.PathLike]
     sizes: np.ndarray
-    first_document: int
 
     def load(self, buffer: ReusedBuffer) -> Batch:
         offsets = _offsets_of(self.sizes, len(self.paths))
@@ -426,14 +441,98 @@ class FileGroup:
         for path, start, size in zip(self.paths, offsets[:-1].tolist(), self.sizes.tolist()):
             if _read_file_into(path, memoryview(data)[start : start + size + 1]) != size:
                 raise RuntimeError(f"{os.fspath(path)}: the file changed size while it was being encoded")
-        documents = np.arange(self.first_document, self.first_document + len(self.paths), dtype=np.int64)
-        return Batch(_read_only(data[: offsets[-1]]), offsets, documents, np.ones(len(self.paths), np.bool_), self)
+        return Batch(_read_only(data[: offsets[-1]]), offsets, np.ones(len(self.paths), np.bool_), self)
 
     def where(self, i: int) -> tuple[str, int]:
         return os.fspath(self.paths[i]), 0
 
     def release(self) -> None:
         pass
+
+
+@dataclass
+class JsonLinesRange:
+    """Whole lines of a JSON Lines file, the bytes [start, end), read and parsed by the worker: the string
+    ``field`` of each non-blank line's object is a document (``jsonl_documents``)."""
+
+    path: str | os.PathLike
+    start: int
+    end: int
+    field: str
+    file_end: bool
+
+    def load(self, buffer: ReusedBuffer) -> Batch:
+        texts = [jsonl_text(line, self.field, self.path, functools.partial(self.line_number, index))
+                 for index, line in enumerate(self.lines()) if line.strip()]
+        data = np.frombuffer(b"".join(texts), np.uint8)
+        return Batch(data, _offsets_of(map(len, texts), len(texts)), np.ones(len(texts), np.bool_), self)
+
+    def lines(self) -> list[bytes]:
+        return _read_range(self.path, self.start, self.end, self.file_end).split(b"\n")
+
+    def line_number(self, index: int) -> int:
+        """The file's line number of this range's line ``index`` (counted from the file's start: slow, for messages)."""
+        return _read_range(self.path, 0, self.start).count(b"\n") + index + 1
+
+    def where(self, i: int) -> tuple[str, int]:
+        index = [index for index, line in enumerate(self.lines()) if line.strip()][i]
+        return f"{os.fspath(self.path)}:{self.line_number(index)}", 0
+
+    def release(self) -> None:
+        pass
+
+
+@dataclass
+class SeparatedRange:
+    """The bytes [start, end) of a file whose documents are split by ``separator`` (``file_documents``), read and
+    split by the worker. ``start`` is a document's start or a cut inside one; ``end`` follows a separator, or is
+    a cut inside a document (``cut_at_end``), or the file's end (``file_end``)."""
+
+    path: str | os.PathLike
+    start: int
+    end: int
+    separator: bytes
+    cut_at_end: bool
+    file_end: bool
+
+    def load(self, buffer: ReusedBuffer) -> Batch:
+        parts = _read_range(self.path, self.start, self.end, self.file_end).split(self.separator)
+        last = np.ones(len(parts), np.bool_)
+        if self.cut_at_end:
+            last[-1] = False
+        elif not (self.file_end and (parts[-1] or (self.start == 0 and len(parts) == 1))):
+            parts.pop()  # nothing follows the range's last separator: no document (file_documents' rule)
+            last = last[:-1]
+        data = np.frombuffer(b"".join(parts), np.uint8)
+        return Batch(data, _offsets_of(map(len, parts), len(parts)), last, self)
+
+    def where(self, i: int) -> tuple[str, int]:
+        """(``file_documents``' name of text i's document, text i's offset in the file): counts the separators
+        before it (slow, for messages)."""
+        parts = _read_range(self.path, self.start, self.end).split(self.separator)
+        first_byte = self.start + sum(len(part) + len(self.separator) for part in parts[:i])
+        index = _read_range(self.path, 0, first_byte).count(self.separator)
+        return f"{os.fspath(self.path)}[{index}]", first_byte
+
+    def release(self) -> None:
+        pass
+
+
+def _read_range(path, start: int, end: int, file_end: bool = False) -> bytes:
+    """The bytes [start, end) of the file ``path`` (which ends at ``end`` if ``file_end``); a RuntimeError if the
+    file's size changed since."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        parts, position = [], start
+        while position < end and (part := os.pread(descriptor, end - position, position)):
+            parts.append(part)
+            position += len(part)
+        grown = file_end and position == end and os.pread(descriptor, 1, end)
+    finally:
+        os.close(descriptor)
+    if position < end or grown:
+        raise RuntimeError(f"{os.fspath(path)}: the file changed size while it was being encoded")
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def _read_only(view: np.ndarray) -> np.ndarray:
@@ -482,30 +581,113 @@ def file_tasks(paths: Sequence[str | os.PathLike], rule: CutRule | None, chunk_b
     for block in range(0, len(paths), STAT_BLOCK):
         block_paths = paths[block : block + STAT_BLOCK]
         block_sizes = file_sizes(block_paths) if sizes is None else sizes[block : block + STAT_BLOCK]
-        yield from _file_block_tasks(block_paths, block_sizes, block, rule, chunk_bytes)
+        yield from _file_block_tasks(block_paths, block_sizes, rule, chunk_bytes)
 
 
 STAT_BLOCK = 1 << 12
 
 
-def _file_block_tasks(paths, sizes: np.ndarray, first: int, rule: CutRule | None, chunk_bytes: int | None,
+def _file_block_tasks(paths, sizes: np.ndarray, rule: CutRule | None, chunk_bytes: int | None,
                       ) -> Iterator[PieceGroup | FileGroup]:
-    """``file_tasks`` of the files ``paths`` (document numbers from ``first``) of known ``sizes``."""
+    """``file_tasks`` of the files ``paths`` of known ``sizes``."""
     ends = np.cumsum(sizes)
     i = 0
     while i < len(paths):
         if chunk_bytes is not None and sizes[i] > chunk_bytes:
             data = _map_file(paths[i])
             document = Document(os.fspath(paths[i]), data, 0, len(data))
-            for piece in document_pieces(first + i, document, rule, chunk_bytes):
+            for piece in document_pieces(document, rule, chunk_bytes):
                 yield PieceGroup([piece])
             i += 1
             continue
         following = i + 1
         if chunk_bytes is not None:  # the files i..following-1 hold at most chunk_bytes
             following = max(following, int(np.searchsorted(ends, ends[i] - sizes[i] + chunk_bytes, side="right")))
-        yield FileGroup(paths[i:following], sizes[i:following], first + i)
+        yield FileGroup(paths[i:following], sizes[i:following])
         i = following
+
+
+def jsonl_tasks(paths: Sequence[str | os.PathLike], field: str, chunk_bytes: int | None) -> Iterator[JsonLinesRange]:
+    """JSON Lines files as tasks of whole lines, about ``chunk_bytes`` each (``None``: a file per task). The main
+    thread only finds a newline after every ``chunk_bytes`` (in a mapped file); the workers read and parse."""
+    if chunk_bytes is not None and chunk_bytes < 1:
+        raise ValueError(f"chunk_bytes must be at least 1, not {chunk_bytes}")
+    for path in paths:
+        size = os.stat(path).st_size
+        if chunk_bytes is None or size <= chunk_bytes:
+            if size:
+                yield JsonLinesRange(path, 0, size, field, file_end=True)
+            continue
+        data = _map_file(path)
+        start = 0
+        while start < size:
+            end = data.find(b"\n", start + chunk_bytes - 1) + 1 or size
+            release_pages(data, start, end)
+            yield JsonLinesRange(path, start, end, field, file_end=end == size)
+            start = end
+
+
+def separated_tasks(paths: Sequence[str | os.PathLike], separator: str, rule: CutRule | None,
+                    chunk_bytes: int | None) -> Iterator[SeparatedRange]:
+    """Files of documents split by ``separator`` as tasks of about ``chunk_bytes`` (``None``: a file per task):
+    a task ends after the last separator in its window, or, inside a document longer than that, at a cut of
+    ``rule``. The main thread only searches a mapped file for separators and cuts; the workers read and split."""
+    needle = separator.encode("utf-8")
+    if not needle:
+        raise ValueError("the document separator is empty")
+    if chunk_bytes is not None and chunk_bytes < 1:
+        raise ValueError(f"chunk_bytes must be at least 1, not {chunk_bytes}")
+    for path in paths:
+        size = os.stat(path).st_size
+        if chunk_bytes is None or size <= chunk_bytes:
+            yield SeparatedRange(path, 0, size, needle, cut_at_end=False, file_end=True)
+            continue
+        data = _map_file(path)
+        start = document_start = 0
+        while start < size:
+            end, cut = _separated_range_end(data, needle, start, document_start, rule, chunk_bytes)
+            release_pages(data, start, end)
+            yield SeparatedRange(path, start, end, needle, cut_at_end=cut, file_end=end == size)
+            start = end
+            if not cut:
+                document_start = end
+
+
+def _separated_range_end(data, needle: bytes, start: int, document_start: int, rule: CutRule | None,
+                         chunk_bytes: int) -> tuple[int, bool]:
+    """(end, whether it is a cut) of the task starting at ``start`` in the document from ``document_start``.
+
+    Separators are found as ``bytes.split`` finds them: leftmost first, not overlapping, from a document's start
+    (a cut lies before the document's separator, so searching from it finds the same)."""
+    limit = start + chunk_bytes
+    if limit >= len(data):
+        return len(data), False
+    separator_end = _last_separator_end(data, needle, start, limit)
+    if separator_end is not None:
+        return separator_end, False
+    high = limit - len(needle)  # no separator starts in [start, high]: the document goes on past high
+    cut = rule.last_cut(data, start, high, document_start) if rule is not None and high > start else None
+    if cut is None:
+        found = data.find(needle, max(start, high + 1))
+        document_end = len(data) if found < 0 else found
+        cut = rule.next_cut(data, max(start, high), document_end, document_start) if rule is not None else None
+        if cut is None:
+            return (len(data) if found < 0 else found + len(needle)), False
+    return cut, True
+
+
+def _last_separator_end(data, needle: bytes, start: int, limit: int) -> int | None:
+    """The end of the last separator in data[start:limit], as a search from ``start`` finds them, or None."""
+    if not any(needle[:k] == needle[-k:] for k in range(1, len(needle))):  # occurrences cannot overlap
+        found = data.rfind(needle, start, limit)
+        return None if found < 0 else found + len(needle)
+    end = None
+    while (found := data.find(needle, start, limit)) >= 0:
+        end = start = found + len(needle)
+    return end
+
+
+Task = PieceGroup | FileGroup | JsonLinesRange | SeparatedRange
 
 
 # ------------------------------------------------------------------------------- the pool and reassembly
@@ -538,12 +720,11 @@ def ordered_map(function: Callable, items: Iterable, workers: int, in_flight: in
 
 
 class EncodedBatch(NamedTuple):
-    """A batch's tokens: text i's ``counts[i]`` tokens follow text i - 1's in ``tokens`` (uint32); ``documents``,
-    ``last`` and the texts' byte ``offsets`` as in ``Batch``."""
+    """A batch's tokens: text i's ``counts[i]`` tokens follow text i - 1's in ``tokens`` (uint32); ``last`` and
+    the texts' byte ``offsets`` as in ``Batch``."""
 
     tokens: np.ndarray
     counts: np.ndarray
-    documents: np.ndarray
     last: np.ndarray
     offsets: np.ndarray
 
@@ -555,15 +736,15 @@ def text_encoder(tokenizer, allowed_special: frozenset[str], errors: str) -> Cal
         batch = batch.checked(errors)
         arrays = [np.asarray(tokenizer.encode(str(batch.text(i), "utf-8"), allowed_special=allowed_special,
                                               disallowed_special=()), dtype=np.uint32)
-                  for i in range(len(batch.documents))]
+                  for i in range(len(batch.last))]
         counts = np.fromiter(map(len, arrays), np.int64, len(arrays))
         tokens = np.concatenate(arrays) if arrays else np.empty(0, np.uint32)
-        return EncodedBatch(tokens, counts, batch.documents, batch.last, batch.offsets)
+        return EncodedBatch(tokens, counts, batch.last, batch.offsets)
 
     return encode_batch
 
 
-def run_tasks(tasks: Iterable[PieceGroup | FileGroup], work: Callable[[Batch], object], *, workers: int,
+def run_tasks(tasks: Iterable[Task], work: Callable[[Batch], object], *, workers: int,
               in_flight: int | None = None) -> Iterator:
     """``work(task.load(...))`` of each task, in order, on ``workers`` threads: a worker loads the task's bytes
     into its reused buffer, works, then releases the task's pages. Everything a task needs happens on its
@@ -583,13 +764,14 @@ def run_tasks(tasks: Iterable[PieceGroup | FileGroup], work: Callable[[Batch], o
 def join_documents(batches: Iterable[EncodedBatch]) -> Iterator[tuple[int, np.ndarray]]:
     """``(document index, tokens)`` of whole documents from a stream of encoded batches."""
     parts: list[np.ndarray] = []
+    document = 0
     for batch in batches:
         ends = np.cumsum(batch.counts).tolist()
         for i, (start, end) in enumerate(zip([0, *ends[:-1]], ends)):
             parts.append(batch.tokens[start:end])
             if batch.last[i]:
-                yield int(batch.documents[i]), np.concatenate(parts) if len(parts) > 1 else parts[0]
-                parts = []
+                yield document, np.concatenate(parts) if len(parts) > 1 else parts[0]
+                parts, document = [], document + 1
 
 
 def encode_documents(tokenizer, documents: Iterable[Document], *, allowed_special: Iterable[str] = (),
