@@ -21,9 +21,10 @@ import hashlib
 import json
 import os
 import struct
+import threading
 import time
 from pathlib import Path
-from typing import Iterable, Iterator, NamedTuple, Sequence
+from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
@@ -98,7 +99,7 @@ def iter_tokens(tokenizer, paths, *, separator: str | None = None, jsonl_field: 
             document += last
 
 
-def _encoded(tokenizer, paths, finish, *, separator, jsonl_field, threads, chunk_bytes, errors, sizes=None):
+def _encoded(tokenizer, paths, finish, *, separator, jsonl_field, threads, chunk_bytes, errors):
     """``finish(EncodedBatch)`` of each task, in order: the pipeline for this tokenizer's backend (the jit
     mirror's encoder, or the reference's on the tokenizer's engine), ``finish`` run on the worker too."""
     if errors not in ("strict", "replace"):
@@ -113,7 +114,7 @@ def _encoded(tokenizer, paths, finish, *, separator, jsonl_field, threads, chunk
     else:
         rule = None if chunk_bytes is None else CutRule(tokenizer)
         if separator is None:
-            tasks = file_tasks(paths, rule, chunk_bytes, sizes)
+            tasks = file_tasks(paths, rule, chunk_bytes)
         else:
             tasks = separated_tasks(paths, separator, rule, chunk_bytes)
     if tokenizer.backend == "jit":
@@ -167,18 +168,17 @@ def write_shard(tokenizer, paths, output: str | os.PathLike, *, separator: str |
     """Encode the documents of ``paths`` into ``output`` (``.npy``, else the raw ``.bin`` layout) and its JSON
     sidecar; returns the sidecar's summary plus timing. ``progress`` shows a tqdm bar (MB/s, tokens/s, ETA)."""
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    sizes = file_sizes(paths) if progress else None  # the bar's total; else the pipeline stats files as it goes
     finish = functools.partial(shard_batch, dtype=token_dtype(tokenizer.n_vocab),
                                eot=tokenizer.eot_token if append_eot else None)
     batches = _encoded(tokenizer, paths, finish, separator=separator, jsonl_field=jsonl_field, threads=threads,
-                       chunk_bytes=chunk_bytes, errors=errors, sizes=sizes)
+                       chunk_bytes=chunk_bytes, errors=errors)
     return write_batches(tokenizer, batches, output, sources=[os.fspath(path) for path in paths],
                          append_eot=append_eot, progress=progress,
-                         total_bytes=None if jsonl_field is not None or sizes is None else int(sizes.sum()))
+                         total_bytes=None if jsonl_field is not None else lambda: int(file_sizes(paths).sum()))
 
 
 def write_chunks(tokenizer, chunks: Iterable[TokenChunk], output: str | os.PathLike, *, sources: list[str],
-                 append_eot: bool, progress: bool = False, total_bytes: int | None = None) -> dict:
+                 append_eot: bool, progress: bool = False, total_bytes: int | Callable[[], int] | None = None) -> dict:
     """Stream token chunks into the shard ``output`` and its sidecar (``write_batches``)."""
     dtype = token_dtype(tokenizer.n_vocab)
     batches = (TokenBatch(chunk.tokens.astype(dtype, copy=False),
@@ -189,9 +189,11 @@ def write_chunks(tokenizer, chunks: Iterable[TokenChunk], output: str | os.PathL
 
 
 def write_batches(tokenizer, batches: Iterable[TokenBatch], output: str | os.PathLike, *, sources: list[str],
-                  append_eot: bool, progress: bool = False, total_bytes: int | None = None) -> dict:
+                  append_eot: bool, progress: bool = False, total_bytes: int | Callable[[], int] | None = None) -> dict:
     """Stream token batches into the shard ``output`` and its sidecar: temporary files renamed at the end, the
-    document offsets kept in a temporary file meanwhile (memory does not grow with the number of documents)."""
+    document offsets kept in a temporary file meanwhile (memory does not grow with the number of documents).
+    The progress bar's ``total_bytes`` may be a function, called on a background thread so that encoding starts
+    at once (stat-ing every file of a large corpus first took a noticeable time)."""
     output = Path(output)
     dtype = token_dtype(tokenizer.n_vocab)
     npy = output.suffix == ".npy"
@@ -202,7 +204,10 @@ def write_batches(tokenizer, batches: Iterable[TokenBatch], output: str | os.Pat
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc=output.name, dynamic_ncols=True)
+        bar = tqdm(total=None if callable(total_bytes) else total_bytes, unit="B", unit_scale=True, desc=output.name,
+                   dynamic_ncols=True)
+        if callable(total_bytes):
+            threading.Thread(target=_set_total, args=(bar, total_bytes), daemon=True).start()
     started = time.perf_counter()
     n_tokens, n_bytes, n_documents = 0, 0, 0
     next_trim = TRIM_EVERY_BYTES
@@ -253,6 +258,14 @@ def write_batches(tokenizer, batches: Iterable[TokenBatch], output: str | os.Pat
         for leftover in (temporary, temporary_sidecar, temporary_offsets):
             leftover.unlink(missing_ok=True)
     return {**summary, "output": os.fspath(output), "seconds": seconds}
+
+
+def _set_total(bar, total_bytes: Callable[[], int]) -> None:
+    """Give the bar its total when found; a file that cannot be read is reported by the pipeline, not here."""
+    try:
+        bar.total = total_bytes()
+    except OSError:
+        pass
 
 
 @functools.cache

@@ -364,3 +364,16 @@ def test_a_grouped_file_that_is_not_utf8_or_changed_is_named(tmp_path):
     (tmp_path / "folder").mkdir()
     with pytest.raises(IsADirectoryError, match="folder"):
         tok.write_tokens([paths[0], tmp_path / "folder"], tmp_path / "out.bin")
+
+
+def test_progress_bar_starts_before_the_total_is_known(tmp_path, capsys):
+    """The bar's total (the files' sizes) is found on a background thread; the shard is the same as without it."""
+    tok = crayon.load("cl100k_base")
+    paths = [tmp_path / f"{i}.txt" for i in range(5)]
+    for i, path in enumerate(paths):
+        path.write_text(f"document {i} " * (i + 1))
+    with_bar = tok.write_tokens(paths, tmp_path / "bar.bin", progress=True)
+    assert "bar.bin" in capsys.readouterr().err
+    tok.write_tokens(paths, tmp_path / "plain.bin")
+    assert read_shard(tmp_path / "bar.bin")[0].tolist() == read_shard(tmp_path / "plain.bin")[0].tolist()
+    assert with_bar["documents"] == 5

@@ -573,15 +573,13 @@ def document_tasks(documents: Iterable[Document], rule: CutRule | None, chunk_by
 
 
 def file_tasks(paths: Sequence[str | os.PathLike], rule: CutRule | None, chunk_bytes: int | None,
-               sizes: np.ndarray | None = None) -> Iterator[PieceGroup | FileGroup]:
+               ) -> Iterator[PieceGroup | FileGroup]:
     """Files, each one document, as tasks: consecutive files of at most ``chunk_bytes`` in all make one
     ``FileGroup`` (the worker opens and reads them); a larger file is mapped here and cut into pieces. The main
-    thread's work per small file is one ``stat`` (``sizes``, if not given: taken ``STAT_BLOCK`` files at a time,
-    as the tasks are needed)."""
+    thread's work per small file is one ``stat`` (taken ``STAT_BLOCK`` files at a time, as the tasks are needed)."""
     for block in range(0, len(paths), STAT_BLOCK):
         block_paths = paths[block : block + STAT_BLOCK]
-        block_sizes = file_sizes(block_paths) if sizes is None else sizes[block : block + STAT_BLOCK]
-        yield from _file_block_tasks(block_paths, block_sizes, rule, chunk_bytes)
+        yield from _file_block_tasks(block_paths, file_sizes(block_paths), rule, chunk_bytes)
 
 
 STAT_BLOCK = 1 << 12
