@@ -2,8 +2,9 @@
 
 The tasks (``file_tasks``, ``jsonl_tasks``, ``separated_tasks``, ``document_tasks``: the cut rule ``CutRule`` is
 proven in the reference's docstring), the bounded pool with in-order reassembly (``run_tasks``) and the loading of
-a task on its worker (reading, parsing JSON lines, splitting at separators) are the reference's; what changes is the encoding. A worker hands a loaded batch (its texts back to back: read into the
-worker's reused buffer, or a piece of a mapped file read in place) to ``JitEngine.encode_utf8_flat``, which
+a task on its worker (reading, parsing JSON lines, splitting at separators) are the reference's; what changes is
+the encoding. A worker hands a loaded batch (its texts back to back: read into the worker's reused buffer, or a
+piece of a mapped file read in place) to ``JitEngine.encode_utf8_flat``, which
 releases the GIL while it encodes and uses the worker thread's own buffers (piece cache, validity memo, encoder
 scratch), allocated once per thread and reused for every batch: one piece cache per worker, as the kernels write
 their cache without locks. Bytes are checked to be UTF-8 first, once per batch, by a kernel that also releases
