@@ -85,8 +85,8 @@ def main() -> None:
                 for threads in args.threads:
                     rows.setdefault((str(root), mode, threads), []).append(measure(root, path, mode, threads, args.pin))
     table = []
-    print(f"{'crayon':<16} {'input':<10} {'threads':>7} {'wall s':>7} {'CPU s':>7} {'main CPU s':>10} {'workers CPU s':>13}"
-          f" {'main share':>10}")
+    print(f"{'crayon':<16} {'input':<10} {'threads':>7} {'wall s':>7} {'CPU s':>7} {'main CPU s':>10} "
+          f"{'workers CPU s':>13} {'main share':>10}")
     for (root, mode, threads), runs in rows.items():
         median = {key: statistics.median(run[key] for run in runs) for key in ("wall_s", "cpu_s", "main_cpu_s")}
         workers = median["cpu_s"] - median["main_cpu_s"]
