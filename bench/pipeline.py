@@ -168,6 +168,7 @@ texts = [open(f, "rb").read().decode() for f in files]
 if case == "crayon_memory":
     import crayon
     tok = crayon.load("cl100k_base")
+    tok.engine.long_texts.threads = 1  # one thread: a text of 1 MB or more would otherwise be cut over every core
     tok.encode_ordinary("warm up the kernels")
     cpu_started, started = time.process_time(), time.perf_counter()
     tokens = [tok.encode_ordinary(texts[0])] if len(texts) == 1 else tok.encode_ordinary_batch(texts, num_threads=1)
