@@ -224,3 +224,54 @@ def test_tokenizer_json_is_compiled_once_and_reopened_from_the_cache(family_file
     edited = load_quietly(source)
     assert edited.special_tokens != first.special_tokens
     assert edited.encode(text) == tokenizers.Tokenizer.from_file(str(source)).encode(text, add_special_tokens=False).ids
+
+
+# --- BertPreTokenizer compiled ------------------------------------------------------------------------------
+
+# white space of every kind, Unicode punctuation, CJK, combining marks, control characters
+BERT_SPLIT_CHARS = st.sampled_from(list(" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2007\u200b\u2028\u2029"
+                                        "\u202f\u205f\u3000\ufeff.,!?\"'#$%&()*+-/:;<=>@[\\]^_`{|}~\u00a1\u00bf\u00b7"
+                                        "\u2018\u2019\u201c\u201d\u2014\u2026\u3001\u3002\u300c\u300d\uff01\uff0c"
+                                        "\u066a\u0964\u05be\u00a7\u00b6\u2e43\u1b4e\U00011b00\u00e9\u0301\u4e2d\u6587"
+                                        "\uac00\u0915\u093f\U0001f600a1Z"))
+bert_text = st.one_of(tokenizer_text, st.lists(BERT_SPLIT_CHARS, max_size=40).map("".join))
+
+
+def compiled_bert_pieces(text: str) -> list[str]:
+    from crayon.formats.hf_pretokenize import BertPreTokenizer
+    from crayon.jit.regex_vm import compiled_splits_of
+
+    data, ends = compiled_splits_of(BertPreTokenizer())(text.encode("utf-8"))
+    joined, starts = data.tobytes(), [0, *ends.tolist()]
+    return [joined[start:end].decode("utf-8") for start, end in zip(starts, starts[1:])]
+
+
+def test_bert_pretokenizer_compiled_matches_hf_on_every_code_point():
+    text = "".join("a" + char for char in EVERY_CHAR)  # each character between letters: split, isolated or kept
+    hf = tokenizers.pre_tokenizers.BertPreTokenizer()
+    assert compiled_bert_pieces(text) == [piece for piece, _ in hf.pre_tokenize_str(text)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=bert_text)
+def test_bert_pretokenizer_compiled_matches_hf_on_generated_text(text):
+    hf = tokenizers.pre_tokenizers.BertPreTokenizer()
+    assert compiled_bert_pieces(text) == [piece for piece, _ in hf.pre_tokenize_str(text)]
+
+
+@pytest.mark.parametrize("name", ["bert-uncased", "bert-cased"])
+def test_bert_family_runs_compiled_with_hf_ids(family_files, name):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "the jit engine runs this pre-tokenizer in Python" would raise
+        ours = crayon.load(family_files[name], backend="jit")
+        assert ours.engine.compiled_splits is not None
+        hf = tokenizers.Tokenizer.from_file(str(family_files[name]))
+        text = sample_text()
+        assert ours.encode(text, allowed_special="all") == hf.encode(text, add_special_tokens=False).ids
+
+        @settings(max_examples=150, deadline=None)
+        @given(text=bert_text)
+        def check(text):
+            assert ours.encode(text, allowed_special="all") == hf.encode(text, add_special_tokens=False).ids
+
+        check()

@@ -404,9 +404,12 @@ class Digits(PatternSplit):
 
 
 # Rust's char::is_ascii_punctuation (which includes ASCII symbols) or punctuation by HF's Unicode 9.0 tables:
-# not the punctuation Python's database (Unicode 14) added since, but two characters that were punctuation then.
+# not the punctuation Unicode 16 (the version classes are pinned to) added since, but two characters that were
+# punctuation then.
 _PUNCTUATION = regex.compile(pin_unicode_classes(
-    r"(?![\u061D\u09FD\u0A76\u0C77\u0C84\u1B7D\u1B7E\u2E43-\u2E4F\u2E52-\u2E5D\U00010EAD\U00010F55-\U00010F59"
+    r"(?![\u061D\u09FD\u0A76\u0C77\u0C84\u1B4E\u1B4F\u1B7D-\u1B7F\u2E43-\u2E4F\u2E52-\u2E5D\U00010D6E\U00010EAD"
+    r"\U00010F55-\U00010F59\U000113D4\U000113D5\U000113D7\U000113D8\U00011B00-\U00011B09\U00011BE1"
+    r"\U00011F43-\U00011F4F\U00016D6D-\U00016D6F\U0001E5FF"
     r"\U00010F86-\U00010F89\U0001144B-\U0001144F\U0001145A\U0001145B\U0001145D\U00011660-\U0001166C\U000116B9"
     r"\U0001183B\U00011944-\U00011946\U000119E2\U00011A3F-\U00011A46\U00011A9A-\U00011A9C\U00011A9E-\U00011AA2"
     r"\U00011C41-\U00011C45\U00011C70\U00011C71\U00011EF7\U00011EF8\U00011FFF\U00012FF1\U00012FF2"
@@ -468,6 +471,9 @@ class BertPreTokenizer(PreTokenizerStep):
 
     def split(self, piece: str) -> list[str]:
         return self._steps([piece])
+
+    def regex_splits(self) -> tuple[list[RegexSplit], bool]:
+        return self._steps.regex_splits()
 
     def to_hf(self) -> dict:
         return {"type": "BertPreTokenizer"}
