@@ -2,6 +2,7 @@
 seconds on the shared corpora) and against the ``sentencepiece`` package (unigram ``.model`` files, with and
 without byte fallback), on corpora and hypothesis text."""
 
+import itertools
 import json
 import warnings
 
@@ -9,14 +10,16 @@ import numpy as np
 import pytest
 from conftest import corpus_text
 from hypothesis import given, settings
+from hypothesis import strategies as st
 from strategies import tokenizer_text
 
 import crayon
 from crayon.errors import UnsupportedComponentError
-from crayon.formats.sentencepiece import normalize, read_sentencepiece, model_from_sentencepiece
+from crayon.formats.sentencepiece import SentencePieceFile, normalize, read_sentencepiece, model_from_sentencepiece
 from crayon.jit.char_bpe import CharBytePairTables
 from crayon.jit.char_bpe import encode_spans as char_bpe_encode_spans
 from crayon.jit.unigram import encode_spans
+from crayon.jit.whitespace_normalizer import normalize_utf8
 from crayon.jit.wordpiece import encode_words
 from crayon.reference.char_bpe import CharBytePairModel
 from crayon.reference.unigram import UnigramModel
@@ -205,6 +208,25 @@ def test_sentencepiece_models_match_on_corpora(sentencepiece_model):
 @given(text=tokenizer_text)
 def test_sentencepiece_models_match_on_generated_text(sentencepiece_model, text):
     check_sentencepiece(*sentencepiece_model, [text.replace("\n", " ").replace("\r", " ")])
+
+
+SPACEY_CHARACTERS = st.sampled_from(" \u2581a\u00e9\u4e2d\t\n\U0001f600")
+WHITESPACE_OPTIONS = [dict(zip(("escape_whitespaces", "remove_extra_whitespaces", "add_dummy_prefix"), flags))
+                      for flags in itertools.product((False, True), repeat=3)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts=st.lists(st.text(SPACEY_CHARACTERS | st.characters(blacklist_categories=("Cs",)), max_size=12),
+                      max_size=6))
+def test_jit_sentencepiece_normalization_matches_the_reference(texts):
+    encoded = [text.encode("utf-8") for text in texts]
+    data = np.frombuffer(b"".join(encoded), np.uint8)
+    for options in WHITESPACE_OPTIONS:
+        normalized, ends = normalize_utf8(data, np.cumsum([len(text) for text in encoded], dtype=np.int64), **options)
+        starts = [0, *ends.tolist()]
+        file = SentencePieceFile(**options)
+        assert [normalized[start:end].tobytes().decode("utf-8") for start, end in zip(starts, starts[1:])] == [
+            normalize(file, text) for text in texts], options
 
 
 def test_sentencepiece_files_it_cannot_read_exactly_are_refused(tmp_path):

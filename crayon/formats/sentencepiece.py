@@ -155,6 +155,13 @@ class SentencePieceNormalizer:
     def __call__(self, text: str) -> str:
         return normalize(self.model, text)
 
+    @property
+    def whitespace_options(self) -> dict[str, bool]:
+        """The options of ``normalize`` (``crayon.jit.whitespace_normalizer.normalize_utf8`` takes them)."""
+        return {"escape_whitespaces": self.model.escape_whitespaces,
+                "remove_extra_whitespaces": self.model.remove_extra_whitespaces,
+                "add_dummy_prefix": self.model.add_dummy_prefix}
+
 
 def read_sentencepiece_tokenizer(path: str | os.PathLike) -> TokenizerSpec:
     """The spec of a SentencePiece unigram or bpe ``.model``: its normalization, its model, and its spans.

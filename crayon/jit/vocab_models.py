@@ -17,6 +17,7 @@ from crayon.jit.char_bpe import encode_spans as char_bpe_encode_spans
 from crayon.jit.regex_vm import compiled_splits_of, kept_text
 from crayon.jit.tables import id_objects
 from crayon.jit.unigram import encode_spans as unigram_encode_spans
+from crayon.jit.whitespace_normalizer import normalize_utf8
 from crayon.jit.wordpiece import encode_words
 from crayon.reference.char_bpe import CharBytePairModel
 from crayon.reference.unigram import UnigramModel
@@ -36,6 +37,9 @@ class VocabModelEngine:
         self._normalizer = tokenizer.normalizer
         self._pretokenizer = tokenizer.pretokenizer
         self.compiled_splits = compiled_splits_of(tokenizer.pretokenizer)
+        splits_add_prefix = self.compiled_splits is not None and self.compiled_splits.add_prefix_space
+        self._whitespace_options = None if splits_add_prefix else getattr(tokenizer.normalizer, "whitespace_options",
+                                                                          None)
         self._id_objects = id_objects(1 + max(self.model.token_bytes, default=-1))
 
     @functools.cached_property
@@ -65,10 +69,16 @@ class VocabModelEngine:
             ends = np.cumsum(np.fromiter(map(len, spans), np.int64, len(spans)))
             text_of_span = np.repeat(np.arange(len(texts)), [len(text_spans) for text_spans in pieces])
             return np.frombuffer(b"".join(spans), np.uint8), ends, text_of_span
-        prepared = [self._prepared(text) for text in texts]
-        data = np.frombuffer(b"".join(prepared), np.uint8)
+        if self._whitespace_options is not None:  # SentencePiece's normalization, on the bytes of all texts at once
+            encoded = [text.encode("utf-8") for text in texts]
+            text_ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)))
+            data, text_ends = normalize_utf8(np.frombuffer(b"".join(encoded), np.uint8), text_ends,
+                                             **self._whitespace_options)
+        else:
+            prepared = [self._prepared(text) for text in texts]
+            data = np.frombuffer(b"".join(prepared), np.uint8)
+            text_ends = np.cumsum(np.fromiter(map(len, prepared), np.int64, len(prepared)))
         data.flags.writeable = False
-        text_ends = np.cumsum(np.fromiter(map(len, prepared), np.int64, len(prepared)))
         ends, kept = self.compiled_splits.split(data, text_ends)
         starts = np.concatenate(([0], ends[:-1])) if len(ends) else ends
         text_of_span = np.searchsorted(text_ends, starts[(kept != 0) & (ends > starts)], side="right")
