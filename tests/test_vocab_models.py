@@ -2,6 +2,7 @@
 seconds on the shared corpora) and against the ``sentencepiece`` package (unigram ``.model`` files, with and
 without byte fallback), on corpora and hypothesis text."""
 
+import gc
 import itertools
 import json
 import warnings
@@ -18,6 +19,7 @@ from crayon.errors import UnsupportedComponentError
 from crayon.formats.sentencepiece import SentencePieceFile, normalize, read_sentencepiece, model_from_sentencepiece
 from crayon.jit.char_bpe import CharBytePairTables
 from crayon.jit.char_bpe import encode_spans as char_bpe_encode_spans
+from crayon.jit.tables import id_lists
 from crayon.jit.unigram import encode_spans
 from crayon.jit.whitespace_normalizer import normalize_utf8
 from crayon.jit.wordpiece import encode_words
@@ -323,3 +325,17 @@ def test_repeated_spans_get_their_own_ids_and_counts(wordpiece, unigram, char_bp
             ids, counts = char_bpe_encode_spans(CharBytePairTables(model), data, ends)
         assert ids.tolist() == [i for span_ids in expected for i in span_ids]
         assert counts.tolist() == [len(span_ids) for span_ids in expected]
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_id_lists_splits_ids_and_leaves_the_collector_as_it_was(enabled):
+    was_enabled = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        lists = id_lists(np.array([3, 1, 4, 1, 5], np.uint32), np.array([0, 2, 2, 5]), 6)
+        assert gc.isenabled() == enabled
+    finally:
+        (gc.enable if was_enabled else gc.disable)()
+    assert lists == [[3, 1], [], [4, 1, 5]]
+    with pytest.raises(IndexError):
+        id_lists(np.array([6]), np.array([0, 1]), 6)

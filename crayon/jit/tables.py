@@ -24,6 +24,8 @@ engines build lists of ids from.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import threading
 
 import numpy as np
@@ -151,3 +153,35 @@ def id_objects(n_ids: int) -> np.ndarray:
                 _id_objects = np.array(range(n_ids), dtype=object)
             table = _id_objects
     return table[:n_ids]
+
+
+_gc_pauses = 0  # callers of id_lists building lists now; the first pauses the collector, the last resumes it
+_gc_was_enabled = False
+_gc_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    global _gc_pauses, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
+
+
+def id_lists(ids: np.ndarray, bounds: np.ndarray, n_ids: int) -> list[list[int]]:
+    """The lists ``ids[bounds[i]:bounds[i + 1]].tolist()``, taken from ``id_objects(n_ids)`` (IndexError for an id
+    outside it). The cyclic garbage collector is paused while they are built: lists of ints form no cycles, and
+    the collections that thousands of new lists trigger would scan every tracked object (a quarter of the time
+    of a batch of 13,000 short lines)."""
+    with _collector_paused():
+        flat, bounds = id_objects(n_ids).take(ids).tolist(), bounds.tolist()
+        return [flat[start:end] for start, end in zip(bounds[:-1], bounds[1:])]

@@ -15,7 +15,7 @@ from crayon.jit.char_bpe import CharBytePairTables
 from crayon.jit.cores import available_cores
 from crayon.jit.char_bpe import encode_spans as char_bpe_encode_spans
 from crayon.jit.regex_vm import compiled_splits_of, kept_text
-from crayon.jit.tables import id_objects
+from crayon.jit.tables import id_lists, id_objects
 from crayon.jit.unigram import encode_spans as unigram_encode_spans
 from crayon.jit.whitespace_normalizer import normalize_utf8
 from crayon.jit.wordpiece import encode_words
@@ -112,6 +112,5 @@ class VocabModelEngine:
             flats = list(pool.map(self.encode_ordinary_flat, chunks))
         batches = []
         for ids, offsets in flats:
-            ids, bounds = self._id_objects.take(ids).tolist(), offsets.tolist()
-            batches += [ids[start:end] for start, end in zip(bounds[:-1], bounds[1:])]
+            batches += id_lists(ids, offsets, len(self._id_objects))
         return batches
