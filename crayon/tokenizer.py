@@ -361,6 +361,8 @@ class Tokenizer:
         }
         self.special_tokens_set = frozenset(special_tokens)
         self._special_ids = frozenset(special_tokens.values())
+        # encode's default check (every special disallowed) on a short text: one search, no argument checks
+        self._find_disallowed = special_token_regex(self.special_tokens_set).search if special_tokens else None
 
     # encoding --------------------------------------------------------------------------------------
 
@@ -488,7 +490,9 @@ class Tokenizer:
             if known is not None:
                 return list(known)
             safe = _as_utf8_safe(text)
-            tokens = self._encode_chunks(safe, self._check_specials(safe, allowed_special, disallowed_special))
+            if self._find_disallowed is not None and self._find_disallowed(safe) is not None:
+                self._check_specials(safe, allowed_special, disallowed_special)  # raises, with its message
+            tokens = self._encode_chunks(safe, frozenset())
             _remember(self._short_encode, text, tokens)
             return tokens
         text = _as_utf8_safe(text)
