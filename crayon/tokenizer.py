@@ -353,6 +353,7 @@ class Tokenizer:
         clone.__dict__.update(self.__dict__)
         clone._set_special_tokens(specials)
         clone._added_matchers, clone._id_strings = {}, None
+        clone._short_encode = {}  # its texts passed this tokenizer's special check, not the clone's
         return derived_from(clone, self)
 
     def _set_special_tokens(self, special_tokens: dict[str, int]) -> None:
