@@ -376,10 +376,10 @@ class Tokenizer:
             known = self._short_ordinary.get(text)
             if known is not None:
                 return list(known)
-            tokens = self._encode_chunks(_as_utf8_safe(text), frozenset())
+            tokens = self._encode_chunks(_as_utf8_safe(text), NO_SPECIALS)
             _remember(self._short_ordinary, text, tokens)
             return tokens
-        return self._encode_chunks(_as_utf8_safe(text), frozenset())
+        return self._encode_chunks(_as_utf8_safe(text), NO_SPECIALS)
 
     def _encode_chunks(self, text: str, allowed_specials: frozenset[str]) -> list[int]:
         """Cut out added tokens and allowed specials, encode the text between them with the engine."""
