@@ -36,6 +36,7 @@ __all__ = ["Tokenizer", "BACKENDS", "make_engine"]
 BACKENDS = ("reference", "jit", "cuda", "auto")
 SHORT_TEXT = 32  # characters: ``encode`` and ``encode_ordinary`` remember the tokens of texts up to this long
 SHORT_TEXTS_KEPT = 1 << 14  # per tokenizer and method; a full memory starts over
+NO_SPECIALS: frozenset[str] = frozenset()  # ``encode``'s default, recognised by identity on its short-text path
 _ENGINE_MODULES = {"jit": "crayon.jit.engine", "cuda": "crayon.gpu.engine"}
 
 
@@ -352,6 +353,7 @@ class Tokenizer:
         clone.__dict__.update(self.__dict__)
         clone._set_special_tokens(specials)
         clone._added_matchers, clone._id_strings = {}, None
+        clone._short_encode = {}  # its texts passed this tokenizer's special check, not the clone's
         return derived_from(clone, self)
 
     def _set_special_tokens(self, special_tokens: dict[str, int]) -> None:
@@ -361,6 +363,10 @@ class Tokenizer:
         }
         self.special_tokens_set = frozenset(special_tokens)
         self._special_ids = frozenset(special_tokens.values())
+        # encode's default check (every special disallowed) on a short text, without argument checks: a text
+        # without the specials' common prefix holds none of them, the others are searched
+        self._find_disallowed = special_token_regex(self.special_tokens_set).search if special_tokens else None
+        self._specials_prefix = os.path.commonprefix(sorted(special_tokens))
 
     # encoding --------------------------------------------------------------------------------------
 
@@ -370,10 +376,10 @@ class Tokenizer:
             known = self._short_ordinary.get(text)
             if known is not None:
                 return list(known)
-            tokens = self._encode_chunks(_as_utf8_safe(text), frozenset())
+            tokens = self._encode_chunks(_as_utf8_safe(text), NO_SPECIALS)
             _remember(self._short_ordinary, text, tokens)
             return tokens
-        return self._encode_chunks(_as_utf8_safe(text), frozenset())
+        return self._encode_chunks(_as_utf8_safe(text), NO_SPECIALS)
 
     def _encode_chunks(self, text: str, allowed_specials: frozenset[str]) -> list[int]:
         """Cut out added tokens and allowed specials, encode the text between them with the engine."""
@@ -453,7 +459,7 @@ class Tokenizer:
         self,
         text: str,
         *,
-        allowed_special: Literal["all"] | AbstractSet[str] = frozenset(),
+        allowed_special: Literal["all"] | AbstractSet[str] = NO_SPECIALS,
         disallowed_special: Literal["all"] | Collection[str] = "all",
         add_special_tokens: bool = False,
         pair: str | None = None,
@@ -482,13 +488,16 @@ class Tokenizer:
             return self.post_process(self.encode(text, **specials),
                                      None if pair is None else self.encode(pair, **specials),
                                      add_special_tokens=add_special_tokens)[0]
-        if (type(text) is str and len(text) <= SHORT_TEXT and type(allowed_special) in (frozenset, set)
-                and not allowed_special and disallowed_special == "all"):
+        if (type(text) is str and len(text) <= SHORT_TEXT and (allowed_special is NO_SPECIALS or (
+                type(allowed_special) in (frozenset, set) and not allowed_special)) and disallowed_special == "all"):
             known = self._short_encode.get(text)
             if known is not None:
                 return list(known)
             safe = _as_utf8_safe(text)
-            tokens = self._encode_chunks(safe, self._check_specials(safe, allowed_special, disallowed_special))
+            find = self._find_disallowed
+            if find is not None and self._specials_prefix in safe and find(safe) is not None:
+                self._check_specials(safe, allowed_special, disallowed_special)  # raises, with its message
+            tokens = self._encode_chunks(safe, NO_SPECIALS)
             _remember(self._short_encode, text, tokens)
             return tokens
         text = _as_utf8_safe(text)

@@ -223,6 +223,9 @@ def test_reserved_special_slots_are_filled_without_moving_an_id():
                                    "<|reserved_special_token_2|>": 399}
     assert chat.n_vocab == tok.n_vocab == 400 and chat.vocabulary_version == 2
     assert chat.encode("<|im_start|>hi<|im_end|>", allowed_special="all") == [397, *tok.encode("hi"), 398]
+    tok.encode("[SEP]")  # remembered by tok as ordinary text; a new special must still be refused by the clone
+    with pytest.raises(ValueError, match="disallowed special token '\\[SEP\\]'"):
+        tok.with_special_tokens(["[SEP]"]).encode("[SEP]")
     assert chat.with_special_tokens({"<|tool|>": 399}).special_tokens["<|tool|>"] == 399
     with pytest.raises(ValueError, match="only 1 free reserved"):
         chat.with_special_tokens(["<a>", "<b>"])

@@ -95,7 +95,8 @@ class JitEngine:
         self._encoder_id = ENCODERS[encoder]
         self._cache_buckets, self._memo_slots = cache_buckets, memo_slots
         self._local = threading.local()
-        self._ids = None  # id_objects for this vocabulary, taken at the first encode
+        self._ids = None  # id_objects for this vocabulary, taken at the first encode of many tokens
+        self._token_count = len(self.tables["token_offsets"]) - 1
         self._lengths = None  # _token_lengths, made at the first batch
         known = jit_pattern_of(tokenizer)
         self.pattern_id = None if known is None else PATTERN_IDS[known]
@@ -185,26 +186,33 @@ class JitEngine:
         """Tokens of one text of at most ``SHORT_CALL_BYTES`` through this thread's reusable arrays (a call
         allocates only its list), or None where the general path must answer (a span longer than the thread's
         scratch holds, a byte without a token)."""
-        local = self._local
-        arrays = getattr(local, "short_call", None)
-        if arrays is None:
-            arrays = local.short_call = (
-                np.zeros(2, np.int64), np.zeros(1, np.int64), np.empty(SHORT_CALL_BYTES, np.uint8),
-                np.empty(SPAN_BATCH, np.int64), np.zeros(6, np.int64), np.empty(SHORT_CALL_BYTES, np.uint32))
-        doc_offsets, counts, classes, ends, resume, out = arrays
-        buffers = getattr(local, "short_buffers", None)
-        if buffers is None:  # until the thread's caches are full-size; then the same ones serve every short call
-            buffers = self._buffers(0, len(encoded)) + (classes, ends)
-            if local.full_size:
-                local.short_buffers = buffers  # a scratch grown later stays unused here: a long span returns None
+        call = getattr(self._local, "short_call", None)
+        if call is None:  # until the thread's caches are full-size, whose buffers then serve every short call
+            call = self._short_call(len(encoded))
+        text, data, doc_offsets, counts, resume, out, buffers = call
+        text[: len(encoded)] = encoded  # the kernel reads data[0:doc_offsets[1]], data a read-only view of text
         doc_offsets[1] = len(encoded)
         resume.fill(0)
-        data = np.frombuffer(encoded, np.uint8)
         status = (self._kernels or self.kernels).encode_docs_kernel(
             data, doc_offsets, 1, self.pattern_id, self._char_tables, self.kernel_tables, self._encoder_id, buffers,
             out, counts, resume)
         return None if status < 0 else self.as_list(out[:status])
 
+    def _short_call(self, text_bytes: int) -> tuple:
+        """``_encode_short``'s arrays and this thread's buffers for a call of ``text_bytes``, the buffers kept for
+        every later call once full-size (a scratch grown later stays unused there: a long span returns None)."""
+        local = self._local
+        if getattr(local, "short_arrays", None) is None:
+            text = bytearray(SHORT_CALL_BYTES)
+            data = np.frombuffer(text, np.uint8)
+            data.flags.writeable = False  # the kernels' text type; written through ``text`` only
+            local.short_arrays = (memoryview(text), data, np.zeros(2, np.int64), np.zeros(1, np.int64),
+                                  np.zeros(6, np.int64), np.empty(SHORT_CALL_BYTES, np.uint32),
+                                  np.empty(SHORT_CALL_BYTES, np.uint8), np.empty(SPAN_BATCH, np.int64))
+        *arrays, classes, ends = local.short_arrays
+        call = (*arrays, self._buffers(0, text_bytes) + (classes, ends))
+        local.short_call = call if local.full_size else None
+        return call
     def _split(self, text: str) -> list[bytes]:
         if self._normalizer is not None:
             text = self._normalizer(text)
@@ -285,13 +293,13 @@ class JitEngine:
     def as_list(self, tokens: np.ndarray) -> list[int]:
         """``tokens.tolist()``, checked: a few tokens are converted directly; more are taken from ``id_objects``,
         twice as fast as ``tolist``, the list sharing one Python int per id instead of making each anew."""
-        if self._ids is None:
-            self._ids = id_objects(len(self.tables["token_offsets"]) - 1)
         if len(tokens) <= FEW_TOKENS:
             ids = tokens.tolist()
-            if ids and max(ids) >= len(self._ids):
+            if ids and max(ids) >= self._token_count:
                 raise CartridgeError("the BPE tables are corrupt: a token id outside the vocabulary came out")
             return ids
+        if self._ids is None:
+            self._ids = id_objects(self._token_count)
         try:
             return self._ids.take(tokens).tolist()
         except IndexError:
