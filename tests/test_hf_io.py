@@ -105,26 +105,6 @@ def test_unicode_forms_match_hf_on_long_generated_text(form, text):
     assert norm.UnicodeNormalizer(form)(long_text) == getattr(hf_norm, form)().normalize_str(long_text)
 
 
-INERTNESS_NORMALIZERS = {
-    "NFC": norm.UnicodeNormalizer("NFC"),
-    "NFKD": norm.UnicodeNormalizer("NFKD"),
-    "NFKC+Lowercase": norm.NormalizerSequence([norm.UnicodeNormalizer("NFKC"), norm.Lowercase()]),
-}
-
-
-@pytest.mark.parametrize("name", sorted(INERTNESS_NORMALIZERS))
-@settings(max_examples=100, deadline=None)
-@given(before=hf_text, after=hf_text)
-def test_inert_characters_are_left_alone(name, before, after):
-    """What the added-token check relies on: an inert character splits normalization and is never made."""
-    normalizer = INERTNESS_NORMALIZERS[name]
-    inert = [char for char in " \t\n|<>a-_\u00a0\u3000\u0301" if normalizer.is_inert(char)]
-    assert inert
-    for char in inert:
-        assert normalizer(before + char + after) == normalizer(before) + char + normalizer(after)
-        assert normalizer(before + after).count(char) == (before + after).count(char)
-
-
 def test_unicode_tables_match_hf():
     """HF normalizes with Unicode 9.0 tables: check every character Python decomposes, reorders or calls a mark."""
     chars = [

@@ -97,26 +97,8 @@ class Normalizer:
     def __call__(self, text: str) -> str:
         raise NotImplementedError
 
-    def is_inert(self, char: str) -> bool:
-        """Whether normalizing leaves ``char`` alone in every text: it is never changed, made from other
-        characters or merged with them, nothing next to it is removed, and the text on each side of it normalizes
-        on its own. An added token made of such characters matches the same before and after normalization."""
-        return False
-
     def to_hf(self) -> dict:
         raise NotImplementedError
-
-
-@functools.lru_cache(maxsize=None)
-def _characters_made_by(mapping: str) -> frozenset[str]:
-    """Every character that ``mapping`` ("NFD", "NFKD" or "lower") writes for some other character."""
-    made = set()
-    for code_point in range(0x110000):
-        char = chr(code_point)
-        mapped = char.lower() if mapping == "lower" else unicodedata.normalize(mapping, char)
-        if mapped != char:
-            made.update(mapped)
-    return frozenset(made)
 
 
 @functools.lru_cache(maxsize=1)
@@ -145,16 +127,6 @@ class UnicodeNormalizer(Normalizer):
         pieces = _NOT_NORMALIZED_BY_HF.split(text)
         return "".join(piece if i % 2 else unicodedata.normalize(self.form, piece) for i, piece in enumerate(pieces))
 
-    def is_inert(self, char: str) -> bool:
-        # A starter with no decomposition that no decomposition contains: it never composes or reorders.
-        decomposition = "NFD" if self.form in ("NFC", "NFD") else "NFKD"
-        return (
-            unicodedata.normalize(decomposition, char) == char
-            and unicodedata.combining(char) == 0
-            and char not in _characters_made_by(decomposition)
-            and not _NOT_NORMALIZED_BY_HF.match(char)
-        )
-
     def to_hf(self) -> dict:
         return {"type": self.form}
 
@@ -166,9 +138,6 @@ class Lowercase(Normalizer):
         if "\u03a3" not in text:  # str.lower is per character except for the final sigma rule of capital sigma
             return text.lower()
         return "".join(char.lower() for char in text)
-
-    def is_inert(self, char: str) -> bool:
-        return char.lower() == char and char not in _characters_made_by("lower")
 
     def to_hf(self) -> dict:
         return {"type": "Lowercase"}
@@ -276,14 +245,6 @@ class BertNormalizer(Normalizer):
             text = remove_code_points(_NFD(text), _bert_marks_mask())
         return _LOWERCASE(text) if self.lowercase else text
 
-    def is_inert(self, char: str) -> bool:
-        return (
-            not (self.clean_text and (_BERT_REMOVED.match(char) or _BERT_TO_SPACE.match(char)))
-            and not (self.handle_chinese_chars and _CJK_IDEOGRAPH.match(char))
-            and not (self._strips and (not _NFD.is_inert(char) or _BERT_MN.match(char)))
-            and not (self.lowercase and not _LOWERCASE.is_inert(char))
-        )
-
     def to_hf(self) -> dict:
         return {"type": "BertNormalizer", "clean_text": self.clean_text,
                 "handle_chinese_chars": self.handle_chinese_chars, "strip_accents": self.strip_accents,
@@ -353,10 +314,6 @@ class Precompiled(Normalizer):
     def __call__(self, text: str) -> str:
         return self.charsmap.rewrite(text)
 
-    def is_inert(self, char: str) -> bool:
-        # Printable ASCII never joins a cluster before it and is never inside a key but at its start.
-        return " " <= char <= "~" and not self.charsmap.starts_a_key(char)
-
     def to_hf(self) -> dict:
         return {"type": "Precompiled", "precompiled_charsmap": charsmap_to_base64(self.charsmap)}
 
@@ -387,9 +344,6 @@ class NormalizerSequence(Normalizer):
         for normalizer in self.normalizers:
             text = normalizer(text)
         return text
-
-    def is_inert(self, char: str) -> bool:
-        return all(normalizer.is_inert(char) for normalizer in self.normalizers)
 
     def to_hf(self) -> dict:
         return {"type": "Sequence", "normalizers": [normalizer.to_hf() for normalizer in self.normalizers]}

@@ -89,17 +89,6 @@ class CharsMap:
             node = position ^ self._offset(units[position])
         return None
 
-    def starts_a_key(self, char: str) -> bool:
-        """Whether some key begins with ``char``."""
-        units = self._unit_list
-        node = self._offset(units[0])
-        for byte in char.encode("utf-8"):
-            position = self._child(node, byte)
-            if byte == 0 or position is None:
-                return False
-            node = position ^ self._offset(units[position])
-        return True
-
     @functools.cached_property
     def single_char_keys(self) -> np.ndarray:
         """The code points of the characters that are keys on their own."""
