@@ -41,10 +41,9 @@ class LongTexts:
         self.min_bytes = long_text_bytes() if min_bytes is None else min_bytes
         self.threads = threads
         self.part_bytes = part_bytes
-        # what the cut rule reads of the tokenizer; no added tokens, as the engine's text has none left in it
+        # what the cut rule reads of the tokenizer, whose added tokens are cut out before the engine's text
         self._spec = SimpleNamespace(name=tokenizer.name, pattern=tokenizer.pattern, normalizer=tokenizer.normalizer,
-                                     pretokenizer=tokenizer.pretokenizer, added_tokens={},
-                                     added_token_options={})
+                                     pretokenizer=tokenizer.pretokenizer)
         self._rule = None  # CutRule, made at the first long text (it imports the regex module)
         self.refusal: str | None = None  # why texts of this tokenizer are not cut, once known
 
@@ -55,7 +54,7 @@ class LongTexts:
             from crayon.reference.pipeline import CutRule
 
             try:
-                self._rule = CutRule(self._spec)
+                self._rule = CutRule(self._spec, added_tokens_removed=True)
             except UnsupportedComponentError as error:
                 self.refusal = str(error)
         return self._rule

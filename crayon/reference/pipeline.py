@@ -150,22 +150,25 @@ def release_pages(mapping: bytes | mmap.mmap, start: int, end: int) -> None:
 
 
 class CutRule:
-    """Where a tokenizer's text may be cut (see the module docstring); raises when no rule is known."""
+    """Where a tokenizer's text may be cut (see the module docstring); raises when no rule is known.
+    ``added_tokens_removed``: the text comes with its added and special tokens already cut out (an engine's
+    text), so only the pre-tokenizer and normalizer (``name``, ``pattern``, ``normalizer``, ``pretokenizer``) are
+    read."""
 
-    def __init__(self, tokenizer, allowed_special: Iterable[str] = ()):
+    def __init__(self, tokenizer, allowed_special: Iterable[str] = (), *, added_tokens_removed: bool = False):
         family = pattern_name(tokenizer.pattern) if tokenizer.pattern is not None else None
         if tokenizer.normalizer is not None or not isinstance(tokenizer.pretokenizer, PatternSpanner) or family is None:
             raise UnsupportedComponentError(
                 f"{tokenizer.name}: no proven rule cuts text for this pre-tokenizer/normalizer (cuts are proven for "
                 f"the r50k, cl100k and o200k patterns without a normalizer); pass chunk_bytes=None to encode each "
                 f"document whole")
-        matched = set(allowed_special) | set(tokenizer.added_tokens)
+        matched = set() if added_tokens_removed else set(allowed_special) | set(tokenizer.added_tokens)
         unsafe = sorted(token for token in matched if " " in token or "\n" in token)
         if unsafe:
             raise UnsupportedComponentError(
                 f"{tokenizer.name}: token {unsafe[0]!r} contains a space or newline, so a cut could split it; "
                 f"pass chunk_bytes=None to encode each document whole")
-        options = tokenizer.added_token_options
+        options = tokenizer.added_token_options if matched else {}
         stripping = sorted(token for token in matched
                            if token in options and (options[token].lstrip or options[token].rstrip))
         if stripping:
