@@ -19,6 +19,7 @@ from crayon.lookup.word import WordTokenizer
 from crayon.tiktoken_compat import encoding_for_model, encoding_name_for_model, get_encoding, list_encoding_names
 from crayon.tokenizer import Tokenizer
 from crayon.training import train
+from crayon.version import __version__
 
 __all__ = [
     "load",
@@ -44,4 +45,3 @@ __all__ = [
     "TrainingWarning",
     "VocabularyChangeError",
 ]
-__version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it)

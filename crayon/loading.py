@@ -29,6 +29,7 @@ from crayon.reference.bpe import BytePairModel
 from crayon.reference.pretokenize import WholeText
 from crayon.saving import CARTRIDGE_SECTION, save_cartridge
 from crayon.tokenizer import Tokenizer, remember_source
+from crayon.version import __version__
 
 __all__ = ["load", "list_profiles", "load_cartridge", "as_longest_match", "ALGORITHMS", "CARTRIDGE_SUFFIX"]
 
@@ -197,7 +198,8 @@ def _source_stamp(name: str) -> dict:
 
     path = find_vocabulary_file(name)
     stat = path.stat()
-    return {"path": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "tables_version": TABLES_VERSION}
+    return {"path": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "tables_version": TABLES_VERSION,
+            "crayon": __version__}
 
 
 def _is_fresh(cartridge: Path | None, name: str) -> bool:
@@ -255,7 +257,8 @@ def _load_hf_compiled(path: Path, *, backend: str) -> Tokenizer:
 
     resolved = path.resolve()
     stat = resolved.stat()
-    stamp = {"path": str(resolved), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "tables_version": TABLES_VERSION}
+    stamp = {"path": str(resolved), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "tables_version": TABLES_VERSION,
+            "crayon": __version__}
     name = f"hf-{hashlib.sha256(str(resolved).encode()).hexdigest()[:16]}{CARTRIDGE_SUFFIX}"
     for folder in cache_dirs():
         cached = folder / name

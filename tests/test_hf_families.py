@@ -224,6 +224,12 @@ def test_tokenizer_json_is_compiled_once_and_reopened_from_the_cache(family_file
     edited = load_quietly(source)
     assert edited.special_tokens != first.special_tokens
     assert edited.encode(text) == tokenizers.Tokenizer.from_file(str(source)).encode(text, add_special_tokens=False).ids
+    recompiled_at = cached[0].stat().st_mtime_ns
+    load_quietly(source)
+    assert cached[0].stat().st_mtime_ns == recompiled_at
+    monkeypatch.setattr("crayon.loading.__version__", "99.0")  # another Crayon reads the file anew
+    load_quietly(source)
+    assert cached[0].stat().st_mtime_ns != recompiled_at
 
 
 # --- BertPreTokenizer compiled ------------------------------------------------------------------------------
