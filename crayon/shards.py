@@ -1,6 +1,6 @@
 """Corpora to token shards: documents from files, encoded by the pipeline, streamed to a ``.bin`` or ``.npy``.
 
-Documents (``documents``): each file is one document; or, with ``separator``, each part of a file between
+Documents: each file is one document; or, with ``separator``, each part of a file between
 separators; or, with ``jsonl_field``, the string field of each line of JSON Lines files. A document's tokens are
 exactly ``tokenizer.encode_ordinary`` of its text (``bytes.decode("utf-8")``, no newline translation); with
 ``append_eot`` the end-of-text token follows every document (as nanoGPT's prepare scripts do).
@@ -24,19 +24,16 @@ import struct
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 import numpy as np
 
 from crayon.reference.pipeline import (
     DEFAULT_CHUNK_BYTES,
     CutRule,
-    Document,
     EncodedBatch,
-    file_documents,
     file_sizes,
     file_tasks,
-    jsonl_documents,
     jsonl_tasks,
     run_tasks,
     separated_tasks,
@@ -67,17 +64,6 @@ class TokenBatch(NamedTuple):
     tokens: np.ndarray
     document_ends: np.ndarray
     n_bytes: int
-
-
-def documents(paths: Sequence[str | os.PathLike], *, separator: str | None = None,
-              jsonl_field: str | None = None) -> Iterator[Document]:
-    """The documents of ``paths`` (see the module docstring)."""
-    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    if separator is not None and jsonl_field is not None:
-        raise ValueError("give a document separator or a JSON Lines field, not both")
-    if jsonl_field is not None:
-        return jsonl_documents(paths, jsonl_field)
-    return file_documents(paths, separator)
 
 
 def iter_tokens(tokenizer, paths, *, separator: str | None = None, jsonl_field: str | None = None,
