@@ -59,13 +59,19 @@ def make_engine(tokenizer: "Tokenizer", backend: str, **options) -> Engine:
     return module.make_engine(tokenizer, **options)
 
 
-def _as_utf8_safe(text: str) -> str:
-    """Replace lone surrogates with U+FFFD, as tiktoken does, so the text has a UTF-8 encoding; refuse a
-    text that is not a ``str`` with TypeError, as tiktoken does (bytes are decoded by the caller, not guessed)."""
+def _as_str(text: str) -> str:
+    """The text; a text that is not a ``str`` is refused with TypeError, as tiktoken does (bytes are decoded by
+    the caller, not guessed)."""
     if not isinstance(text, str):
         fix = " (decode bytes first: data.decode('utf-8'))" if isinstance(text, (bytes, bytearray)) else ""
         raise TypeError(f"expected a str to encode, got {type(text).__name__}{fix}")
-    if text.isascii():  # constant time for a str: no copy to make
+    return text
+
+
+def _as_utf8_safe(text: str) -> str:
+    """Replace lone surrogates with U+FFFD, as tiktoken does, so the text has a UTF-8 encoding; refuse a
+    text that is not a ``str`` (``_as_str``)."""
+    if _as_str(text).isascii():  # constant time for a str: no copy to make
         return text
     try:
         text.encode("utf-8")
@@ -74,10 +80,34 @@ def _as_utf8_safe(text: str) -> str:
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
-def _text_list(texts: Sequence[str]) -> Sequence[str]:
-    """The texts of a batch call; a lone str (which would be encoded character by character) is refused."""
+def _text_list(texts: Sequence[str]) -> list[str]:
+    """The texts of a batch call as a list; a lone str (which would be encoded character by character) is refused."""
     if isinstance(texts, (str, bytes)):
         raise TypeError(f"expected a list of texts, got a {type(texts).__name__}: to encode one text, pass [text]")
+    return texts if type(texts) is list else list(texts)
+
+
+def _refuse_disallowed(texts: Sequence[str], disallowed: AbstractSet[str]) -> None:
+    """SpecialTokenError for the first text holding one of the ``disallowed`` special tokens."""
+    if not disallowed:
+        return
+    search = special_token_regex(disallowed).search
+    for text in texts:
+        match = search(text)
+        if match:
+            raise SpecialTokenError(
+                f"Encountered text corresponding to disallowed special token {match.group()!r}.\n"
+                f"Pass it in `allowed_special` to encode it as a special token, or "
+                f"`disallowed_special=()` to encode it as ordinary text."
+            )
+
+
+def _prepared_texts(texts: Sequence[str], disallowed: AbstractSet[str] = frozenset()) -> list[str]:
+    """A batch's texts as an engine takes them: each made UTF-8 safe (``_as_utf8_safe``), none holding a
+    ``disallowed`` special token (``_refuse_disallowed``). Engines that take ``prepare`` run this on the threads
+    that encode, a run of texts at a time."""
+    texts = [_as_utf8_safe(text) for text in texts]
+    _refuse_disallowed(texts, disallowed)
     return texts
 
 
@@ -379,6 +409,8 @@ class Tokenizer:
             tokens = self._encode_chunks(_as_utf8_safe(text), NO_SPECIALS)
             _remember(self._short_ordinary, text, tokens)
             return tokens
+        if not self.added_tokens and "prepare" in self._engine.capabilities:
+            return self._engine.encode_ordinary(_as_str(text), prepare=_as_utf8_safe)
         return self._encode_chunks(_as_utf8_safe(text), NO_SPECIALS)
 
     def _encode_chunks(self, text: str, allowed_specials: frozenset[str]) -> list[int]:
@@ -500,8 +532,12 @@ class Tokenizer:
             tokens = self._encode_chunks(safe, NO_SPECIALS)
             _remember(self._short_encode, text, tokens)
             return tokens
-        text = _as_utf8_safe(text)
-        return self._encode_chunks(text, self._check_specials(text, allowed_special, disallowed_special))
+        allowed = self._check_specials(_as_str(text), allowed_special, disallowed_special)
+        if not allowed and not self.added_tokens and "prepare" in self._engine.capabilities:
+            # the repair runs where the engine makes the text's UTF-8 (a long text: on every core); the specials
+            # were looked for in the text as given, as tiktoken does
+            return self._engine.encode_ordinary(text, prepare=_as_utf8_safe)
+        return self._encode_chunks(_as_utf8_safe(text), allowed)
 
     def post_process(self, ids: Sequence[int], pair_ids: Sequence[int] | None = None, *,
                      add_special_tokens: bool = True) -> tuple[list[int], list[int]]:
@@ -607,18 +643,29 @@ class Tokenizer:
 
         ```
         """
-        texts = [_as_utf8_safe(text) for text in _text_list(texts)]
-        allowed = self._check_batch_specials(texts, allowed_special, disallowed_special)
+        texts = _text_list(texts)
+        allowed, disallowed = self._special_sets(texts, allowed_special, disallowed_special)
         if not allowed and not self.added_tokens:
-            return self._batch_engine(texts).encode_ordinary_batch(texts, num_threads=num_threads)
+            return self._ordinary_batch(texts, num_threads, disallowed)
+        texts = _prepared_texts(texts, disallowed)
         return [self._encode_chunks(text, allowed) for text in texts]
 
     def encode_ordinary_batch(self, texts: Sequence[str], *, num_threads: int | None = None) -> list[list[int]]:
         """Encode many texts, treating special-token text as ordinary text."""
-        texts = [_as_utf8_safe(text) for text in _text_list(texts)]
+        texts = _text_list(texts)
         if self.added_tokens:
-            return [self._encode_chunks(text, frozenset()) for text in texts]
-        return self._batch_engine(texts).encode_ordinary_batch(texts, num_threads=num_threads)
+            return [self._encode_chunks(text, frozenset()) for text in _prepared_texts(texts)]
+        return self._ordinary_batch(texts, num_threads)
+
+    def _ordinary_batch(self, texts: list[str], num_threads: int | None,
+                        disallowed: AbstractSet[str] = frozenset()) -> list[list[int]]:
+        """The engine's batch call on texts not yet prepared (``_prepared_texts``): an engine that takes
+        ``prepare`` runs the checks and repairs on its threads, beside its kernels; for another, they run here."""
+        engine = self._batch_engine(texts)
+        prepare = functools.partial(_prepared_texts, disallowed=disallowed)
+        if "prepare" in engine.capabilities:
+            return engine.encode_ordinary_batch(texts, num_threads=num_threads, prepare=prepare)
+        return engine.encode_ordinary_batch(prepare(texts), num_threads=num_threads)
 
     def _batch_engine(self, texts: Sequence[str]):
         """Under backend "auto", a batch large enough to pay for the transfer goes to the GPU where there is one
@@ -838,8 +885,16 @@ class Tokenizer:
 
     def _check_batch_specials(self, texts: Sequence[str], allowed_special, disallowed_special) -> frozenset[str]:
         """``_check_specials`` of each text (the arguments checked once); the specials to encode as specials."""
+        allowed, disallowed = self._special_sets(texts, allowed_special, disallowed_special)
+        _refuse_disallowed(texts, disallowed)
+        return allowed
+
+    def _special_sets(self, texts: Sequence[str], allowed_special,
+                      disallowed_special) -> tuple[frozenset[str], frozenset[str]]:
+        """(specials to encode as specials, specials to refuse) of a call on ``texts``, the arguments checked as
+        tiktoken checks them."""
         if not texts:  # as tiktoken: an empty batch checks nothing
-            return frozenset()
+            return frozenset(), frozenset()
         if type(allowed_special) in (frozenset, set) and not allowed_special and disallowed_special == "all":
             allowed, disallowed = frozenset(), self.special_tokens_set  # the defaults, without building sets
         else:
@@ -853,15 +908,7 @@ class Tokenizer:
                 disallowed = self.special_tokens_set - allowed
             else:
                 disallowed = frozenset(disallowed_special or ())  # None is "none", as in tiktoken
-        for text in texts if disallowed else ():
-            match = special_token_regex(disallowed).search(text)
-            if match:
-                raise SpecialTokenError(
-                    f"Encountered text corresponding to disallowed special token {match.group()!r}.\n"
-                    f"Pass it in `allowed_special` to encode it as a special token, or "
-                    f"`disallowed_special=()` to encode it as ordinary text."
-                )
-        return allowed
+        return allowed, disallowed
 
     def check_pattern(self, text: str) -> None:
         """Raise ValueError if the pre-tokenization pattern skips any of ``text``: ``encode`` keeps only the

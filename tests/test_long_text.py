@@ -39,7 +39,7 @@ def test_cut_corpora_give_the_whole_texts_tokens(name, algorithm):
     cutting, whole = tokenizers(name, algorithm)
     for corpus in ("big.txt", "multilingual.txt", "python_code.py", "enwik8_head.xml"):
         text = corpus_text(corpus, limit=12000)
-        assert len(cutting.engine.long_texts.parts(text.encode("utf-8"), 2)) > 50  # cut for real, many times
+        assert len(cutting.engine.long_texts.cuts(text, 2)) > 50  # cut for real, many times
         assert cutting.encode_ordinary(text) == whole.encode_ordinary(text)
     if algorithm == "bpe":
         assert cutting.encode_ordinary(text) == tiktoken_encoding(name).encode_ordinary(text)
@@ -72,3 +72,31 @@ def test_the_threshold_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv("CRAYON_LONG_TEXT_BYTES", "1MB")
     with pytest.raises(ValueError, match="CRAYON_LONG_TEXT_BYTES must be a whole number"):
         crayon.load("cl100k_base").engine
+
+
+def test_cuts_searched_around_the_wanted_places_are_exact():
+    """Parts longer than the search window: each cut is found in a few kilobytes around its wanted place (the
+    calling thread never encodes the whole text), widening past a run without spaces or line starts; every cut
+    is one the rule accepts in the whole text, and lone surrogates are repaired part by part as in the whole."""
+    from crayon.jit.long_text import SEARCH_CHARS
+
+    part = 2 * SEARCH_CHARS + 1
+    text = "".join(corpus_text(name, limit=40000) for name in ("multilingual.txt", "python_code.py", "big.txt"))
+    run_start = 6 * part - 3 * SEARCH_CHARS // 2  # no cut within the first window around the 6th wanted place
+    text = (text[:run_start] + "x" * (3 * SEARCH_CHARS) + "\r\n\r\nword\ud800 \udc00\ud83d\ude00 end\n"
+            + text[run_start:])
+    tok = crayon.load("cl100k_base")
+    long_texts = tok.engine.long_texts
+    long_texts.min_bytes, long_texts.part_bytes, long_texts.threads = 1, part, 2
+    cuts = long_texts.cuts(text, 2)
+    assert len(cuts) > 10 and cuts == sorted(set(cuts))
+    assert any(run_start - 1000 < cut <= run_start for cut in cuts)  # found by the widened search
+    repaired = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    assert len(repaired) == len(text) - 1  # one surrogate pair became one character
+    data = text.encode("utf-8", "surrogatepass")
+    rule = long_texts.cut_rule()
+    for cut in cuts:
+        assert rule.is_cut(data, len(text[:cut].encode("utf-8", "surrogatepass")))
+    expected = tiktoken_encoding("cl100k_base").encode_ordinary(text)
+    assert tok.encode_ordinary(text) == expected == tok.encode(text)
+    assert tok.encode_to_numpy(repaired).tolist() == expected

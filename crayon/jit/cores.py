@@ -1,10 +1,17 @@
-"""How many threads to run by default: the cores this process may use, not the machine's."""
+"""How many threads to run by default (the cores this process may use, not the machine's), and the worker threads
+that batch calls and long texts share out their work on."""
 
 from __future__ import annotations
 
 import math
 import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Callable, Iterator, Sequence, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 CGROUP_V2_MAX = Path("/sys/fs/cgroup/cpu.max")
 CGROUP_V1_QUOTA = Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us")
@@ -32,3 +39,38 @@ def cgroup_cpu_quota(v2: Path = CGROUP_V2_MAX, v1_quota: Path = CGROUP_V1_QUOTA,
         return None if quota <= 0 or period <= 0 else quota / period
     except (OSError, ValueError):
         return None
+
+
+_pools: dict[int, ThreadPoolExecutor] = {}
+_pools_lock = threading.Lock()
+_worker = threading.local()  # .is_worker: this thread is one of the pools'
+
+
+def _forget_pools() -> None:
+    """In a forked child the pools' threads do not exist: start afresh."""
+    global _pools_lock
+    _pools.clear()
+    _pools_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pools)
+
+
+def _mark_worker() -> None:
+    _worker.is_worker = True
+
+
+def worker_map(function: Callable[[T], R], items: Sequence[T], threads: int) -> Iterator[R]:
+    """``function(item)`` of each item, in order, the calls spread over ``threads`` threads of a pool kept for the
+    process: its threads keep their thread-local buffers (an engine's piece caches) warm from one call to the next,
+    and no thread is started per call. On the calling thread where ``threads`` is 1, there is one item, or the
+    caller is itself a pool thread (it would wait on its own pool). Results come as soon as they and those before
+    them are done; closing the iterator early cancels the calls not yet started."""
+    if threads < 2 or len(items) < 2 or getattr(_worker, "is_worker", False):
+        return map(function, items)
+    with _pools_lock:
+        pool = _pools.get(threads)
+        if pool is None:
+            pool = _pools[threads] = ThreadPoolExecutor(threads, thread_name_prefix="crayon-worker",
+                                                        initializer=_mark_worker)
+    return pool.map(function, items)

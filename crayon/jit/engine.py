@@ -19,8 +19,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from concurrent.futures import ThreadPoolExecutor
-from typing import Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -29,13 +28,13 @@ from crayon.jit import aot
 from crayon.jit import kernels as jit_kernels
 from crayon.jit.backtrack import backtracking_violation, check_backtrack_tables, new_validity_memo
 from crayon.jit.cache import new_long_piece_cache, new_piece_cache
-from crayon.jit.cores import available_cores
+from crayon.jit.cores import available_cores, worker_map
 from crayon.jit.kernels import ENCODERS, SPAN_BATCH
 from crayon.jit.long_text import LongTexts, joined_arrays, joined_lists
 from crayon.jit.pretokenize import PATTERN_IDS, jit_pattern_of, unicode_tables
 from crayon.jit.regex_vm import compiled_splits_of, kept_text
 from crayon.jit.status import NEED_SCRATCH, raise_for_status
-from crayon.jit.tables import build_bpe_tables, check_bpe_tables, id_objects, kernel_tables
+from crayon.jit.tables import build_bpe_tables, check_bpe_tables, id_lists, id_objects, kernel_tables
 from crayon.reference.cache import DEFAULT_BUCKETS, DEFAULT_LONG_ROWS, DEFAULT_LONGER_ROWS, LONGER_ROW_WORDS
 from crayon.reference.char_bpe import CharBytePairModel
 from crayon.reference.engine import flat_from_arrays
@@ -76,7 +75,7 @@ class JitEngine:
     """Encodes ordinary text with Numba kernels; see the module docstring."""
 
     name = "jit"
-    capabilities = frozenset({"threads", "compiled"})
+    capabilities = frozenset({"threads", "compiled", "prepare"})
 
     def __init__(self, tokenizer, *, encoder: str | None = None, tables: dict[str, np.ndarray] | None = None,
                  cache_buckets: int = DEFAULT_BUCKETS, memo_slots: int = MEMO_SLOTS, kernels: str = "auto"):
@@ -95,6 +94,7 @@ class JitEngine:
         self._encoder_id = ENCODERS[encoder]
         self._cache_buckets, self._memo_slots = cache_buckets, memo_slots
         self._local = threading.local()
+        self._clearings = 0  # clear_caches calls so far: a thread whose buffers saw fewer empties them
         self._ids = None  # id_objects for this vocabulary, taken at the first encode of many tokens
         self._token_count = len(self.tables["token_offsets"]) - 1
         self._lengths = None  # _token_lengths, made at the first batch
@@ -140,7 +140,7 @@ class JitEngine:
         and gets full-size ones, empty, once it has encoded ``GROW_AFTER_BYTES`` with this engine."""
         local = self._local
         if not hasattr(local, "cache"):
-            local.encoded, local.full_size = 0, False
+            local.encoded, local.full_size, local.clearings = 0, False, self._clearings
             local.cache = new_piece_cache(min(self._cache_buckets, SMALL_CACHE_BUCKETS))
             local.long_cache = new_long_piece_cache(SMALL_LONG_ROWS)
             local.longer_cache = new_long_piece_cache(SMALL_LONG_ROWS // 8, LONGER_ROW_WORDS)
@@ -152,15 +152,21 @@ class JitEngine:
             local.long_cache = new_long_piece_cache(DEFAULT_LONG_ROWS)
             local.longer_cache = new_long_piece_cache(DEFAULT_LONGER_ROWS, LONGER_ROW_WORDS)
             local.full_size = True
+        if local.clearings != self._clearings:
+            for table in (local.cache, local.long_cache, local.longer_cache, local.memo):
+                table[:] = 0
+            local.clearings = self._clearings
         if longest_span > 256 and longest_span > scratch_capacity(local.scratch, local.alive):
             capacity = max(longest_span, 2 * scratch_capacity(local.scratch, local.alive))
             local.scratch, local.alive = np.empty(5 * capacity, np.int64), np.empty(capacity + 1, np.uint8)
         return local.cache, local.long_cache, local.longer_cache, local.memo, local.scratch, local.alive
 
     def clear_caches(self) -> None:
-        """Empty this thread's piece caches and validity memo (benchmarks time a text as if seen for the first time)."""
-        for table in self._buffers()[:4]:
-            table[:] = 0
+        """Empty every thread's piece caches and validity memo (benchmarks time a text as if seen for the first
+        time): this thread's now, another's before its next encode (a thread's short calls, which keep their
+        buffers, see it at the thread's next text over ``SHORT_CALL_BYTES``)."""
+        self._clearings += 1
+        self._buffers()
 
     def _encode_docs(self, data: np.ndarray, doc_offsets: np.ndarray, first: int, last: int):
         """(tokens, counts) of texts first..last-1 of ``data``, with the fused kernel."""
@@ -240,10 +246,9 @@ class JitEngine:
                 return self.encode_span_ends(*self.compiled_splits(self.compiled_splits.prepare(normalized)))
             if self.pattern_id is None:
                 return self.encode_spans(self._split(text))
-            encoded = text.encode("utf-8")
-            tokens = self.long_texts.encode_parts(encoded, self._encode_text, joined_arrays,
-                                                  self.long_texts.threads_for(len(encoded)))
-            return self._encode_text(np.frombuffer(encoded, np.uint8)) if tokens is None else tokens
+            tokens = self.long_texts.encode_text(text, self._encode_text, joined_arrays,
+                                                 self.long_texts.threads_for(len(text)))
+            return self._encode_text(np.frombuffer(text.encode("utf-8"), np.uint8)) if tokens is None else tokens
         except UnknownTokenError:
             return self._encode_without_byte_tokens(text)
 
@@ -258,21 +263,23 @@ class JitEngine:
         model = self._reference_model()
         return np.array([token for span in self._split(text) for token in model.encode_span(span)], np.uint32)
 
-    def encode_ordinary(self, text: str) -> list[int]:
+    def encode_ordinary(self, text: str, prepare: Callable[[str], str] | None = None) -> list[int]:
+        """Tokens of ordinary text. ``prepare`` (the caller's repair of a str) is applied to the text first, or,
+        where a long text is cut, to each part on the thread that encodes it."""
         if self.pattern_id is not None and len(text) <= SHORT_CALL_BYTES // 4:  # so at most SHORT_CALL_BYTES bytes
-            tokens = self._encode_short(text.encode("utf-8"))
+            tokens = self._encode_short((text if prepare is None else prepare(text)).encode("utf-8"))
             if tokens is not None:
                 return tokens
-        threads = 1 if self.pattern_id is None else self.long_texts.threads_for(4 * len(text))
+        threads = 1 if self.pattern_id is None else self.long_texts.threads_for(len(text))
         if threads > 1:
             try:
-                tokens = self.long_texts.encode_parts(text.encode("utf-8"), lambda part: self.as_list(self._encode_text(part)),
-                                                  joined_lists, threads)
+                tokens = self.long_texts.encode_text(text, lambda part: self.as_list(self._encode_text(part)),
+                                                     joined_lists, threads, prepare)
             except UnknownTokenError:
                 tokens = None  # encode_ordinary_array answers
             if tokens is not None:
                 return tokens
-        return self.as_list(self.encode_ordinary_array(text))
+        return self.as_list(self.encode_ordinary_array(text if prepare is None else prepare(text)))
 
     def encode_utf8_flat(self, data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(tokens, counts) of the valid UTF-8 texts data[offsets[i]:offsets[i + 1]] (uint8 data, int64 offsets),
@@ -339,18 +346,27 @@ class JitEngine:
             return self._encode_compiled_flat(texts)
         if self.pattern_id is None or (self.tables["byte_tokens"] < 0).any():  # text by text, as encode_ordinary_array
             return flat_from_arrays([self.encode_ordinary_array(text) for text in texts])
-        results = self._in_pieces(texts, threads, self._encode_texts)
+        results = list(self._in_pieces(texts, threads, self._encode_texts))
         offsets = np.zeros(len(texts) + 1, np.int64)
         np.cumsum(np.concatenate([counts for _, counts in results]), out=offsets[1:])
         return np.concatenate([tokens for tokens, _ in results]), offsets
 
-    def encode_ordinary_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
+    def encode_ordinary_batch(self, texts: Sequence[str], num_threads: int | None = None,
+                              prepare: Callable[[Sequence[str]], Sequence[str]] | None = None) -> list[list[int]]:
+        """Each text's tokens as a list. ``prepare`` (the caller's per-text work: checks, repairs) maps a run of
+        the texts to what is encoded; it runs on the thread that encodes the run, beside the other threads'
+        kernels, and may raise (the first run's exception in order is raised)."""
         threads = _threads(num_threads, len(texts))
         if self.pattern_id is None or (self.tables["byte_tokens"] < 0).any():
-            tokens, offsets = self.encode_ordinary_flat(texts, threads)
-            flat, bounds = self.as_list(tokens), offsets.tolist()
+            tokens, offsets = self.encode_ordinary_flat(texts if prepare is None else prepare(texts), threads)
+            bounds = offsets.tolist()
+            flat = self.as_list(tokens)
             return [flat[start:end] for start, end in zip(bounds[:-1], bounds[1:])]
-        return [tokens for piece in self._in_pieces(texts, threads, self._token_lists) for tokens in piece]
+        work = self._token_lists if prepare is None else (lambda piece: self._token_lists(prepare(piece)))
+        lists: list[list[int]] = []
+        for piece in self._in_pieces(texts, threads, work):  # joined as the pieces come, while others encode
+            lists += piece
+        return lists
 
     def _encode_texts(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """(tokens, counts) of texts with the fused kernel, their UTF-8 encoding included, so that a thread does
@@ -363,21 +379,23 @@ class JitEngine:
     def _token_lists(self, texts: Sequence[str]) -> list[list[int]]:
         """Each text's tokens as a list, the lists built by the thread that encoded the piece."""
         tokens, counts = self._encode_texts(texts)
-        flat = self.as_list(tokens)
-        ends = np.cumsum(counts).tolist()
-        return [flat[start:end] for start, end in zip([0, *ends], ends)]
+        bounds = np.zeros(len(counts) + 1, np.int64)
+        np.cumsum(counts, out=bounds[1:])
+        try:
+            return id_lists(tokens, bounds, self._token_count)
+        except IndexError:
+            raise CartridgeError("the BPE tables are corrupt: a token id outside the vocabulary came out") from None
 
-    def _in_pieces(self, texts: Sequence[str], threads: int, work) -> list:
-        """``work(piece)`` for runs of the texts: all of them at once on one thread; else ``PIECES_PER_THREAD``
-        runs of about equal length per thread, so that while one thread holds the GIL (UTF-8 encoding, building
-        lists) the other runs a kernel, which releases it."""
+    def _in_pieces(self, texts: Sequence[str], threads: int, work) -> Iterator:
+        """``work(piece)`` for runs of the texts, in order: all of them at once on one thread; else
+        ``PIECES_PER_THREAD`` runs of about equal length per thread on ``worker_map``'s threads, so that while one
+        thread holds the GIL (UTF-8 encoding, building lists) another runs a kernel, which releases it."""
         if threads == 1:
-            return [work(texts)]
+            return iter([work(texts)])
         lengths = np.zeros(len(texts) + 1, np.int64)
         np.cumsum(np.fromiter(map(len, texts), np.int64, len(texts)), out=lengths[1:])
         bounds = _chunk_bounds(lengths, threads * PIECES_PER_THREAD)
-        with ThreadPoolExecutor(threads) as pool:
-            return list(pool.map(lambda i: work(texts[bounds[i] : bounds[i + 1]]), range(len(bounds) - 1)))
+        return worker_map(lambda i: work(texts[bounds[i] : bounds[i + 1]]), range(len(bounds) - 1), threads)
 
 
 def _threads(num_threads: int | None, n_texts: int) -> int:

@@ -1,40 +1,46 @@
 """One long text on every core: cut where the dataset pipeline's ``CutRule`` proves a cut exact (see
-``crayon.reference.pipeline``: the tokens of A + B are those of A then those of B), the parts encoded on a
-thread pool by a GIL-free kernel, their tokens concatenated: exactly the whole text's tokens.
+``crayon.reference.pipeline``: the tokens of A + B are those of A then those of B), the parts encoded on
+``worker_map``'s threads by a GIL-free kernel, their tokens concatenated: exactly the whole text's tokens.
 
-The engines (``crayon.jit.engine.JitEngine``, ``crayon.jit.longest.LongestMatchEngine``) cut every ordinary text
-of at least ``LongTexts.min_bytes`` UTF-8 bytes (default ``LONG_TEXT_BYTES``, 1 MB, or the environment variable
-``CRAYON_LONG_TEXT_BYTES``) with ``LongTexts.encode_parts``; each part's list of ids is made on the thread that
-encoded it (building lists holds the GIL, so it overlaps with another thread's kernel), and the caller only joins
-them. The engines see ordinary text only (``Tokenizer`` cuts
-special and added tokens out first), so the rule is the pre-tokenizer's alone; a tokenizer it does not cover
-(no known pattern, a normalizer) keeps encoding on one thread, as does a text with no cut in it.
+The engines cut every ordinary text at least ``LongTexts.min_bytes`` long (default ``LONG_TEXT_BYTES``, 1 MB, or
+the environment variable ``CRAYON_LONG_TEXT_BYTES``): ``crayon.jit.engine.JitEngine`` a str of that many
+characters with ``LongTexts.encode_text``, ``crayon.jit.longest.LongestMatchEngine`` UTF-8 of that many bytes
+with ``LongTexts.encode_parts``. ``encode_text`` leaves the calling thread almost nothing to do: it finds the cuts
+in a few kilobytes around each of the evenly spaced places where it wants one, and each worker takes its part of
+the str, makes its UTF-8 (the caller's ``prepare`` first, when given), encodes it and builds its list of ids (the
+work that holds the GIL overlaps with the other threads' kernels); the caller joins the lists as they come.
+The engines see ordinary text only (``Tokenizer`` cuts special and added tokens out first), so the rule is the
+pre-tokenizer's alone; a tokenizer it does not cover (no known pattern, a normalizer) keeps encoding on one
+thread, as does a text with no cut in it.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
-from crayon.jit.cores import available_cores
+from crayon.jit.cores import available_cores, worker_map
 
 LONG_TEXT_BYTES = 1 << 20
 PARTS_PER_THREAD = 8  # parts per thread: the last part, whose list is joined after the others, is small
 MIN_PART_BYTES = 1 << 16
+SEARCH_CHARS = 1 << 12  # encode_text looks for a cut this far around each place it wants one; then wider
+WIDEST_SEARCH_CHARS = 1 << 20  # ... up to this far (a text without spaces or line starts is cut less)
+RULE_READS = 8  # is_cut(data, p) reads data[p - 7 : p + 4]: a cut searched in a window keeps this far from its ends
 
 
 class LongTexts:
     """Cuts and encodes long texts for one engine.
 
-    ``min_bytes``: texts at least this long are cut. ``threads``: how many (None: ``available_cores()`` at each
-    call, the CPU affinity capped by a cgroup quota, as everywhere in Crayon). ``part_bytes``: the size parts are
-    cut to (None: the text split evenly, ``PARTS_PER_THREAD`` parts per thread, none under ``MIN_PART_BYTES``;
-    tests set 1 to cut at every allowed position)."""
+    ``min_bytes``: texts at least this long are cut (characters of a str, bytes of UTF-8). ``threads``: how many
+    (None: ``available_cores()`` at each call, the CPU affinity capped by a cgroup quota, as everywhere in
+    Crayon). ``part_bytes``: the size parts are cut to, in the same unit (None: the text split evenly,
+    ``PARTS_PER_THREAD`` parts per thread, none under ``MIN_PART_BYTES``; tests set 1 to cut at every allowed
+    position)."""
 
     def __init__(self, tokenizer, *, min_bytes: int | None = None, threads: int | None = None,
                  part_bytes: int | None = None):
@@ -66,6 +72,44 @@ class LongTexts:
         part = self.part_bytes or max(MIN_PART_BYTES, math.ceil(len(data) / (threads * PARTS_PER_THREAD)))
         return list(cut_document(Document("text", data, 0, len(data)), self.cut_rule(), part))
 
+    def cuts(self, text: str, threads: int) -> list[int]:
+        """Character offsets where ``text`` is cut by the rule, about every ``part_bytes`` characters, in order
+        (0 < cut < len(text)). Each cut is searched in the text around the place it is wanted, widening from
+        ``SEARCH_CHARS`` to ``WIDEST_SEARCH_CHARS``; with parts shorter than that, the cuts of the whole text's
+        UTF-8 (``parts``) are taken instead."""
+        part = self.part_bytes or max(MIN_PART_BYTES, math.ceil(len(text) / (threads * PARTS_PER_THREAD)))
+        if part < 2 * SEARCH_CHARS:
+            data = text.encode("utf-8", "surrogatepass")  # lone surrogates: 3 bytes, never a cut's neighbours
+            return _char_offsets(data, [start for start, _ in self.parts(data, threads)[1:]])
+        cuts: list[int] = []
+        for wanted in range(part, len(text) - part // 2, part):
+            cut = self._cut_near(text, wanted, cuts[-1] if cuts else 0)
+            if cut is not None:
+                cuts.append(cut)
+        return cuts
+
+    def _cut_near(self, text: str, wanted: int, after: int) -> int | None:
+        """A cut of ``text`` after character ``after``: the last one at or before ``wanted``, else the first one
+        after it, in a window around ``wanted``; None if none is found up to ``WIDEST_SEARCH_CHARS`` away."""
+        rule, width = self.cut_rule(), SEARCH_CHARS
+        while width <= WIDEST_SEARCH_CHARS:
+            low, high = max(after, wanted - width), min(len(text), wanted + width)
+            data = text[low:high].encode("utf-8", "surrogatepass")
+            wanted_byte = _byte_offsets(data)[wanted - low]
+            # the rule judges data as if it began a document: keep RULE_READS bytes from a window end that is not
+            # the text's (a cut at a window's start would pass for one at the document's start)
+            first = 0 if low == 0 else RULE_READS
+            last = len(data) if high == len(text) else len(data) - RULE_READS
+            cut = None
+            if first < wanted_byte < last:
+                cut = rule.last_cut(data, first, wanted_byte, 0)
+            if cut is None:
+                cut = rule.next_cut(data, max(first, wanted_byte), last, 0)
+            if cut is not None:
+                return low + _char_offsets(data, [cut])[0]
+            width *= 16
+        return None
+
     def threads_for(self, size: int) -> int:
         """How many threads a text of at most ``size`` UTF-8 bytes is cut for: 1 where it is not cut (shorter than
         ``min_bytes``, one core, or no proven rule for this tokenizer)."""
@@ -73,6 +117,27 @@ class LongTexts:
             return 1
         threads = available_cores() if self.threads is None else self.threads
         return threads if threads > 1 and self.cut_rule() is not None else 1
+
+    def encode_text(self, text: str, encode_part: Callable[[np.ndarray], Any], join: Callable[[Iterator], Any],
+                    threads: int, prepare: Callable[[str], str] | None = None) -> Any:
+        """``join`` of the iterator of ``encode_part`` (a read-only uint8 array of UTF-8 -> its tokens) of each part
+        of ``text``, in order, the parts' UTF-8 made (after ``prepare``, where given: a str -> the str to encode)
+        and encoded on ``threads`` threads at once (``join`` takes each part as soon as it and the ones before it
+        are done); None where the text is not cut (shorter than ``min_bytes`` characters or no cut in it): the
+        caller encodes it whole."""
+        if len(text) < self.min_bytes or threads < 2:
+            return None
+        cuts = self.cuts(text, threads)
+        if not cuts:
+            return None
+        bounds = [0, *cuts, len(text)]
+
+        def encode(i: int):
+            part = text[bounds[i] : bounds[i + 1]]
+            encoded = (part if prepare is None else prepare(part)).encode("utf-8")
+            return encode_part(np.frombuffer(encoded, np.uint8))
+
+        return join(worker_map(encode, range(len(bounds) - 1), threads))
 
     def encode_parts(self, encoded: bytes, encode_part: Callable[[np.ndarray], Any], join: Callable[[Iterator], Any],
                      threads: int) -> Any:
@@ -86,8 +151,17 @@ class LongTexts:
         if len(ranges) < 2:
             return None
         data = np.frombuffer(encoded, np.uint8)
-        with ThreadPoolExecutor(min(threads, len(ranges))) as pool:
-            return join(pool.map(lambda bounds: encode_part(data[bounds[0] : bounds[1]]), ranges))
+        return join(worker_map(lambda bounds: encode_part(data[bounds[0] : bounds[1]]), ranges, threads))
+
+
+def _byte_offsets(data: bytes) -> np.ndarray:
+    """The offset of each character's first byte in UTF-8 ``data``, then len(data)."""
+    return np.append(np.flatnonzero((np.frombuffer(data, np.uint8) & 0xC0) != 0x80), len(data))
+
+
+def _char_offsets(data: bytes, byte_offsets: list[int]) -> list[int]:
+    """The character offsets of byte offsets that start characters of UTF-8 ``data``."""
+    return np.searchsorted(_byte_offsets(data), byte_offsets).tolist()
 
 
 def joined_lists(parts: Iterable[list[int]]) -> list[int]:
