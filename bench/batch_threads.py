@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import os
 import platform
 import statistics
@@ -118,7 +119,7 @@ def accounting(tok, repeat: int, long_mb: float, files: list) -> dict:
     docs = documents()
     lines = [line for doc in docs for line in doc.splitlines(keepends=True)]
     corpus = "".join(docs)
-    long_text = corpus * max(1, round(long_mb * 1e6 / len(corpus.encode())))
+    long_text = corpus * max(1, math.ceil(long_mb * 1e6 / len(corpus.encode())))
     output = os.path.join(tempfile.mkdtemp(prefix="bench-batch-threads-"), "tokens.bin")
 
     def long_string(threads):
