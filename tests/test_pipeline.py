@@ -310,7 +310,8 @@ def test_cli_encode_shard_and_stdin(corpus_dir, capsys):
 @given(texts=st.lists(HARD_TEXT, min_size=1, max_size=12), chunk_bytes=st.integers(1, 60), append_eot=st.booleans())
 def test_many_files_grouped_read_by_the_workers(tmp_path_factory, monkeypatch, texts, chunk_bytes, append_eot):
     """Small files grouped into one task (read on the workers), larger ones mapped and cut, stat'ed in blocks of
-    three: the shard and its offsets are each file's whole-text tokens, in order."""
+    one, two, then three: the shard and its offsets are each file's whole-text tokens, in order."""
+    monkeypatch.setattr(reference_pipeline, "FIRST_STAT_BLOCK", 1)
     monkeypatch.setattr(reference_pipeline, "STAT_BLOCK", 3)
     folder = tmp_path_factory.mktemp("files")
     paths = []

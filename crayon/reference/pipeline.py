@@ -579,13 +579,16 @@ def file_tasks(paths: Sequence[str | os.PathLike], rule: CutRule | None, chunk_b
                ) -> Iterator[PieceGroup | FileGroup]:
     """Files, each one document, as tasks: consecutive files of at most ``chunk_bytes`` in all make one
     ``FileGroup`` (the worker opens and reads them); a larger file is mapped here and cut into pieces. The main
-    thread's work per small file is one ``stat`` (taken ``STAT_BLOCK`` files at a time, as the tasks are needed)."""
-    for block in range(0, len(paths), STAT_BLOCK):
-        block_paths = paths[block : block + STAT_BLOCK]
+    thread's work per small file is one ``stat`` (taken ``FIRST_STAT_BLOCK`` files at a time, doubling up to
+    ``STAT_BLOCK``, as the tasks are needed)."""
+    start, block = 0, FIRST_STAT_BLOCK  # a small first block: the workers start after a few stats, not thousands
+    while start < len(paths):
+        block_paths = paths[start : start + block]
         yield from _file_block_tasks(block_paths, file_sizes(block_paths), rule, chunk_bytes)
+        start, block = start + block, min(2 * block, STAT_BLOCK)
 
 
-STAT_BLOCK = 1 << 12
+FIRST_STAT_BLOCK, STAT_BLOCK = 1 << 6, 1 << 12
 
 
 def _file_block_tasks(paths, sizes: np.ndarray, rule: CutRule | None, chunk_bytes: int | None,
