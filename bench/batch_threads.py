@@ -22,7 +22,7 @@ Two tables (cl100k_base):
    1 thread: ``tok.engine.long_texts.threads = 1``), and ``write_tokens`` of ``--files-from`` (default: the
    corpus files themselves).
 
-    python -m bench.batch_threads [--repeat N] [--long-mb 20] [--files-from LIST] [--accounting-only]
+    python -m bench.batch_threads [--repeat N] [--long-mb 20] [--files-from LIST] [--accounting-only] [--only TEXT]
 
 Writes bench/results/batch_threads.json.
 """
@@ -114,8 +114,8 @@ class KernelClock:
                 "serial_s": serial}
 
 
-def accounting(tok, repeat: int, long_mb: float, files: list) -> dict:
-    """The CPU accounting table's rows (see the module docstring)."""
+def accounting(tok, repeat: int, long_mb: float, files: list, only: str | None = None) -> dict:
+    """The CPU accounting table's rows (see the module docstring); ``only``: the workloads whose name has it."""
     docs = documents()
     lines = [line for doc in docs for line in doc.splitlines(keepends=True)]
     corpus = "".join(docs)
@@ -136,6 +136,7 @@ def accounting(tok, repeat: int, long_mb: float, files: list) -> dict:
         f"write_tokens, {len(files):,} files": (lambda n: tok.write_tokens(files, output, threads=n),
                                                 sum(os.path.getsize(path) for path in files)),
     }
+    workloads = {name: workload for name, workload in workloads.items() if only is None or only in name}
     clock = KernelClock()
     samples = {(name, n): [] for name in workloads for n in (1, 2)}
     with clock.installed():
@@ -222,6 +223,7 @@ def main() -> None:
     parser.add_argument("--files-from", help="a file listing write_tokens' input files, one per line "
                                              "(default: the shared corpus files)")
     parser.add_argument("--accounting-only", action="store_true", help="skip the wall-clock table (and tiktoken)")
+    parser.add_argument("--only", help="account only for the workloads whose name contains this (e.g. write_tokens)")
     args = parser.parse_args()
     import crayon
 
@@ -232,7 +234,7 @@ def main() -> None:
               "load_average_start": os.getloadavg()}
     if not args.accounting_only:
         report["rows"] = wall_clock(tok, args.repeat)
-    report["accounting"] = accounting(tok, args.repeat, args.long_mb, files)
+    report["accounting"] = accounting(tok, args.repeat, args.long_mb, files, args.only)
     report["load_average_end"] = os.getloadavg()
     print_accounting(report["accounting"])
     print(f"load average: start {report['load_average_start']}, end {report['load_average_end']}")
