@@ -228,7 +228,7 @@ def main() -> None:
     import crayon
 
     tok = crayon.load("cl100k_base", backend="jit")
-    files = (open(args.files_from, encoding="utf-8").read().split("\n") if args.files_from
+    files = ([line for line in open(args.files_from, encoding="utf-8").read().splitlines() if line] if args.files_from
              else [str(path) for path in corpus_files()])
     report = {"machine": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
               "load_average_start": os.getloadavg()}
