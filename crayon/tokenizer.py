@@ -621,8 +621,10 @@ class Tokenizer:
         disallowed_special: Literal["all"] | Collection[str] = "all",
     ) -> np.ndarray:
         """``encode`` returning a uint32 numpy array (straight from the engine when no special token is cut out)."""
+        allowed = self._check_specials(_as_str(text), allowed_special, disallowed_special)
+        if not allowed and not self.added_tokens and "prepare" in self._engine.capabilities:
+            return self._engine.encode_ordinary_array(text, prepare=_as_utf8_safe)  # as in encode
         text = _as_utf8_safe(text)
-        allowed = self._check_specials(text, allowed_special, disallowed_special)
         if not allowed and not self.added_tokens:
             return self._engine.encode_ordinary_array(text)
         return np.asarray(self._encode_chunks(text, allowed), dtype=np.uint32)

@@ -238,17 +238,25 @@ class JitEngine:
             raise_for_status(status, data, self.tables["byte_tokens"])
         return out[:status]
 
-    def encode_ordinary_array(self, text: str) -> np.ndarray:
-        """Tokens of ordinary text as a uint32 array."""
+    def encode_ordinary_array(self, text: str, prepare: Callable[[str], str] | None = None) -> np.ndarray:
+        """Tokens of ordinary text as a uint32 array; ``prepare`` as in ``encode_ordinary``."""
+        if self.pattern_id is not None:
+            try:
+                tokens = self.long_texts.encode_text(text, self._encode_text, joined_arrays,
+                                                     self.long_texts.threads_for(len(text)), prepare)
+            except UnknownTokenError:
+                tokens = None  # the whole text answers, below
+            if tokens is not None:
+                return tokens
+        if prepare is not None:
+            text = prepare(text)
         try:
-            if self.pattern_id is None and self.compiled_splits is not None:
+            if self.pattern_id is not None:
+                return self._encode_text(np.frombuffer(text.encode("utf-8"), np.uint8))
+            if self.compiled_splits is not None:
                 normalized = text if self._normalizer is None else self._normalizer(text)
                 return self.encode_span_ends(*self.compiled_splits(self.compiled_splits.prepare(normalized)))
-            if self.pattern_id is None:
-                return self.encode_spans(self._split(text))
-            tokens = self.long_texts.encode_text(text, self._encode_text, joined_arrays,
-                                                 self.long_texts.threads_for(len(text)))
-            return self._encode_text(np.frombuffer(text.encode("utf-8"), np.uint8)) if tokens is None else tokens
+            return self.encode_spans(self._split(text))
         except UnknownTokenError:
             return self._encode_without_byte_tokens(text)
 
@@ -279,7 +287,7 @@ class JitEngine:
                 tokens = None  # encode_ordinary_array answers
             if tokens is not None:
                 return tokens
-        return self.as_list(self.encode_ordinary_array(text if prepare is None else prepare(text)))
+        return self.as_list(self.encode_ordinary_array(text, prepare))
 
     def encode_utf8_flat(self, data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(tokens, counts) of the valid UTF-8 texts data[offsets[i]:offsets[i + 1]] (uint8 data, int64 offsets),

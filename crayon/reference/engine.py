@@ -21,8 +21,9 @@ CAPABILITIES = {
     "threads": "the batch methods spread texts over ``num_threads`` threads (others accept and ignore it)",
     "compiled": "runs compiled kernels (numba, an ahead-of-time extension or CUDA), not Python",
     "gpu": "runs on a CUDA device",
-    "prepare": "``encode_ordinary`` and ``encode_ordinary_batch`` take ``prepare``, the caller's per-text checks and "
-               "repairs, and run it where each text (a batch's run of texts, a long text's part) is encoded",
+    "prepare": "``encode_ordinary``, ``encode_ordinary_array`` and ``encode_ordinary_batch`` take ``prepare``, the "
+               "caller's per-text checks and repairs, and run it where each text (a batch's run of texts, a long "
+               "text's part) is encoded",
 }
 
 
