@@ -92,6 +92,8 @@ def _refuse_disallowed(texts: Sequence[str], disallowed: AbstractSet[str]) -> No
     if not disallowed:
         return
     search = special_token_regex(disallowed).search
+    if len(texts) > 1 and search("".join(texts)) is None:  # one search: a text's match would show in the join
+        return
     for text in texts:
         match = search(text)
         if match:
@@ -106,7 +108,7 @@ def _prepared_texts(texts: Sequence[str], disallowed: AbstractSet[str] = frozens
     """A batch's texts as an engine takes them: each made UTF-8 safe (``_as_utf8_safe``), none holding a
     ``disallowed`` special token (``_refuse_disallowed``). Engines that take ``prepare`` run this on the threads
     that encode, a run of texts at a time."""
-    texts = [_as_utf8_safe(text) for text in texts]
+    texts = [text if type(text) is str and text.isascii() else _as_utf8_safe(text) for text in texts]
     _refuse_disallowed(texts, disallowed)
     return texts
 

@@ -29,6 +29,8 @@ def test_batches_on_threads_repair_and_check_each_text_as_encode_does(cl100k):
     with pytest.raises(ValueError, match="disallowed special token '<|endoftext|>'"):
         cl100k.encode_batch(late, num_threads=2)
     assert cl100k.encode_ordinary_batch(late, num_threads=2)[-1] == cl100k.encode_ordinary(late[-1])
+    split = ["a special cut in two: <|endof", "text|> is no special token"]  # whole in the texts' join only
+    assert cl100k.encode_batch(split, num_threads=2) == tiktoken_encoding("cl100k_base").encode_batch(split)
     with pytest.raises(TypeError, match="decode bytes first"):
         cl100k.encode_ordinary_batch([*lines, b"bytes"], num_threads=2)
 
