@@ -665,8 +665,12 @@ class Tokenizer:
                         disallowed: AbstractSet[str] = frozenset()) -> list[list[int]]:
         """The engine's batch call on texts not yet prepared (``_prepared_texts``): an engine that takes
         ``prepare`` runs the checks and repairs on its threads, beside its kernels; for another, they run here."""
-        engine = self._batch_engine(texts)
         prepare = functools.partial(_prepared_texts, disallowed=disallowed)
+        try:
+            engine = self._batch_engine(texts)
+        except TypeError:  # a text without a length: prepare names it as encode would
+            prepare(texts)
+            raise
         if "prepare" in engine.capabilities:
             return engine.encode_ordinary_batch(texts, num_threads=num_threads, prepare=prepare)
         return engine.encode_ordinary_batch(prepare(texts), num_threads=num_threads)

@@ -33,6 +33,9 @@ def test_batches_on_threads_repair_and_check_each_text_as_encode_does(cl100k):
     assert cl100k.encode_batch(split, num_threads=2) == tiktoken_encoding("cl100k_base").encode_batch(split)
     with pytest.raises(TypeError, match="decode bytes first"):
         cl100k.encode_ordinary_batch([*lines, b"bytes"], num_threads=2)
+    for tok in (cl100k, crayon.load("cl100k_base", backend="jit")):
+        with pytest.raises(TypeError, match="expected a str to encode, got NoneType"):
+            tok.encode_batch([*lines, None], num_threads=2)
 
 
 def test_worker_threads_are_kept_and_their_caches_emptied_on_request(cl100k):

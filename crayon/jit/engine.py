@@ -367,12 +367,17 @@ class JitEngine:
         threads = _threads(num_threads, len(texts))
         if self.pattern_id is None or (self.tables["byte_tokens"] < 0).any():
             tokens, offsets = self.encode_ordinary_flat(texts if prepare is None else prepare(texts), threads)
-            bounds = offsets.tolist()
-            flat = self.as_list(tokens)
+            flat, bounds = self.as_list(tokens), offsets.tolist()
             return [flat[start:end] for start, end in zip(bounds[:-1], bounds[1:])]
         work = self._token_lists if prepare is None else (lambda piece: self._token_lists(prepare(piece)))
+        try:
+            pieces = self._in_pieces(texts, threads, work)
+        except TypeError:  # a text without a length: prepare, where given, names it as encode would
+            if prepare is not None:
+                prepare(texts)
+            raise
         lists: list[list[int]] = []
-        for piece in self._in_pieces(texts, threads, work):  # joined as the pieces come, while others encode
+        for piece in pieces:  # joined as the pieces come, while others encode
             lists += piece
         return lists
 
