@@ -140,8 +140,10 @@ def _warmup(args: argparse.Namespace) -> None:
     import crayon
     from crayon.jit import aot
 
-    started = time.perf_counter()
-    print(f"kernels: {aot.warmup()} ({time.perf_counter() - started:.1f} s)")
+    for kernel_set in aot.KERNEL_SETS:
+        started = time.perf_counter()
+        label = "kernels" if kernel_set is aot.ENCODING else f"{kernel_set.what} kernels"
+        print(f"{label}: {aot.warmup(kernel_set)} ({time.perf_counter() - started:.1f} s)")
     for name in args.profiles:
         started = time.perf_counter()
         tok = crayon.load(name)

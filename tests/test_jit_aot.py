@@ -4,12 +4,14 @@ happens when the compiled module is missing, broken or cannot be built."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.machinery
 import os
 import subprocess
 import sys
 import textwrap
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -214,3 +216,37 @@ def test_training_runs_the_compiled_kernels_with_the_declared_types_and_without_
 
     expected = train_bpe(texts, 700, special_tokens=["<|endoftext|>"])
     assert out.strip() == f"False {sorted(expected.ranks.items(), key=lambda item: item[1])[256:]}"
+
+
+def test_engine_tables_are_built_by_the_compiled_kernels_without_numba_and_equal_numba_s(monkeypatch):
+    """A tokenizer built in a process (``crayon.train``'s, say) builds its engine tables with the compiled table
+    kernels (``aot.TABLES``), each called with the types it declares, without importing numba; the tables are
+    those of the numba dispatchers."""
+    assert aot.load_kernels(aot.TABLES) is not None  # built here where missing (building imports numba)
+    out = _python("""
+        import hashlib, sys
+        from conftest import mergeable_ranks
+        from crayon.jit import aot
+        from crayon.jit.tables import build_bpe_tables
+        from crayon.reference.bpe import BytePairModel
+
+        module = aot.load_kernels(aot.TABLES)
+        calls = set()
+
+        class Recorded:
+            def __getattr__(self, name):
+                calls.add(name)
+                return getattr(module, name)
+
+        aot.load_kernels = lambda kernel_set: Recorded()
+        tables = build_bpe_tables(BytePairModel(mergeable_ranks("r50k_base")))
+        assert calls == set(aot.TABLE_SIGNATURES), calls
+        digest = hashlib.sha256(b"".join(tables[name].tobytes() for name in sorted(tables))).hexdigest()
+        print("numba" in sys.modules, digest)
+    """, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
+    from crayon.jit.tables import build_bpe_tables
+
+    monkeypatch.setenv("CRAYON_AOT", "0")
+    tables = build_bpe_tables(BytePairModel(mergeable_ranks("r50k_base")))
+    digest = hashlib.sha256(b"".join(tables[name].tobytes() for name in sorted(tables))).hexdigest()
+    assert out.split() == ["False", digest]

@@ -20,6 +20,11 @@ The trainer's kernels (``crayon.jit.train``, ``TRAINING``) are a second module, 
 a process trains. They allocate, so that module carries numba's small C runtime for arrays (NRT); the encoding
 module does not, since reference counting would slow its loops. Numba itself (its compiler and LLVM, well over
 100 MB resident) is loaded by neither.
+
+The kernels that build an engine's tables from a vocabulary (``TABLES``: ``crayon.jit.tables.build_bpe_tables`` and
+what it calls) are a third module, so that a tokenizer built in a process (``crayon.train``'s, say) does not import
+numba either. Their callers go through ``call_kernel``, which runs a kernel from the module where its arguments
+have the declared types and by numba otherwise (the same function, the same tables).
 """
 
 from __future__ import annotations
@@ -72,6 +77,25 @@ TRAINING_SIGNATURES = {
     "learn_merges_kernel": ((_array("i4"), _array("i8"), _array("i8"), INT, _array("i8"), _array("u1"),
                              _array("i8")), _array("i8", 2)),
 }
+TABLE_SIGNATURES = {
+    # (vocab_index, token_offsets, token_bytes)
+    "fill_vocab_index": ((_array("i8"), _array("i8"), _array("u1")), None),
+    # (vocab_index, token_offsets, token_bytes) -> (left, right, rank, merged) rows
+    "tiktoken_pairs": ((_array("i8"), _array("i8"), _array("u1")), _array("i8", 2)),
+    # (pair_table, merges)
+    "fill_pair_table": ((_array("i8", 2), _array("i8", 2)), None),
+    # (byte_tokens, pair_table, token_offsets, token_bytes, token_rows)
+    "canonical_splits": ((_array("i4"), _array("i8", 2), _array("i8"), _array("u1"), _array("i4", 2)), None),
+    # (dat_rows, prefix_states, token_offsets, token_bytes, token_rows)
+    "next_prefixes": ((_array("i4", 2), _array("i4"), _array("i8"), _array("u1"), _array("i4", 2)), None),
+    # (short_tokens, token_offsets, token_bytes, keep)
+    "fill_short_tokens": ((_array("u8", 2), _array("i8"), _array("u1"), _array("b1")), None),
+    # (blob, starts) -> order;  (blob, starts, order) -> (parent, label, depth, node_token)
+    "sorted_tokens": ((_array("u1", writable=False), _array("i8")), _array("i8")),
+    "build_trie": ((_array("u1", writable=False), _array("i8"), _array("i8")), (_array("i8"),) * 4),
+    # (parent, label, degree, node_token, ids, packing_order) -> (base, check, values)
+    "pack_trie": ((_array("i8"),) * 6, (_array("i4"),) * 3),
+}
 _SOURCES = ("jit", "reference")  # the packages whose modules the kernels call or take constants from
 BUILD_ESTIMATE = "about 25 s"  # measured on a 2-core machine (bench/startup.py)
 LOCK_TIMEOUT_S = 900  # a process waiting for another's build gives up after this and runs the numba kernels
@@ -81,12 +105,13 @@ logger = logging.getLogger("crayon")
 
 @dataclass(frozen=True, eq=False)
 class KernelSet:
-    """Kernels compiled into one extension: ``signatures`` maps each kernel of ``source`` (a module name) to its
-    argument specs, or to (argument specs, result spec) for a kernel that returns arrays (``use_nrt``)."""
+    """Kernels compiled into one extension: ``signatures`` maps each kernel of ``source`` (a module name, or
+    several) to its argument specs, or, where ``use_nrt``, to (argument specs, result spec: None for a kernel that
+    returns nothing)."""
 
-    what: str  # for the user: "encoding" or "training"
+    what: str  # for the user: "encoding", "training" or "engine table"
     prefix: str  # of the module's name
-    source: str
+    source: str | tuple[str, ...]  # the module, or modules, defining the kernels
     signatures: dict
     use_nrt: bool
     estimate: str
@@ -95,12 +120,21 @@ class KernelSet:
 ENCODING = KernelSet("encoding", "crayon_kernels_", "crayon.jit.kernels", SIGNATURES, False, BUILD_ESTIMATE)
 TRAINING = KernelSet("training", "crayon_training_kernels_", "crayon.jit.train", TRAINING_SIGNATURES, True,
                      "about 15 s")
-KERNEL_SETS = (ENCODING, TRAINING)
+TABLES = KernelSet("engine table", "crayon_table_kernels_",
+                   ("crayon.jit.bpe", "crayon.jit.backtrack", "crayon.jit.cache", "crayon.jit.dat"), TABLE_SIGNATURES,
+                   True, "about 10 s")
+KERNEL_SETS = (ENCODING, TRAINING, TABLES)
 
 _lock = threading.Lock()
 _loaded: dict[str, object] = {}
 _build_failure: list[str] = []  # why the encoding module failed to build, once known
 _training_build_failure: list[str] = []
+_table_build_failure: list[str] = []
+
+
+def _failures(kernel_set: KernelSet) -> list[str]:
+    """Why the module of ``kernel_set`` failed to build in this process (empty until it does)."""
+    return {ENCODING: _build_failure, TRAINING: _training_build_failure, TABLES: _table_build_failure}[kernel_set]
 
 
 def argument_spec(value) -> object:
@@ -194,7 +228,7 @@ def load_kernels(kernel_set: KernelSet = ENCODING):
     if os.environ.get("CRAYON_AOT", "1") == "0":
         return None
     name = module_name(kernel_set)
-    failure = _build_failure if kernel_set is ENCODING else _training_build_failure
+    failure = _failures(kernel_set)
     with _lock:
         if name in _loaded:
             return _loaded[name]
@@ -279,7 +313,7 @@ def warmup(kernel_set: KernelSet = ENCODING) -> Path:
     module's path. An error (no C compiler, say) is raised, not warned."""
     name, path = module_name(kernel_set), module_path(kernel_set)
     with _lock:
-        (_build_failure if kernel_set is ENCODING else _training_build_failure).clear()
+        _failures(kernel_set).clear()
         _loaded[name] = _import(name, path) or _build_once(name, path, retry_failed=True)
     return path
 
@@ -335,15 +369,15 @@ def build_kernels(name: str, path: Path, target_cpu: str | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=path.parent) as building:
         kernel_set = _kernel_set_named(name)
-        source = importlib.import_module(kernel_set.source)
-        compiler = CC(name, source_module=source)
+        sources = [importlib.import_module(module) for module in _source_modules(kernel_set)]
+        compiler = CC(name, source_module=sources[0])
         compiler.output_dir = building
         compiler.target_cpu = target_cpu or llvm.get_host_cpu_name()
         compiler.use_nrt = kernel_set.use_nrt  # the encoding kernels allocate nothing
         for kernel, signature in kernel_set.signatures.items():
             arguments, result = signature if kernel_set.use_nrt else (signature, INT)
-            compiler.export(kernel, _numba_type(result)(*(_numba_type(spec) for spec in arguments)))(
-                getattr(source, kernel).py_func)
+            function = next(getattr(module, kernel) for module in sources if hasattr(module, kernel))
+            compiler.export(kernel, _numba_type(result)(*(_numba_type(spec) for spec in arguments)))(function.py_func)
         numba.pycc.compiler.Flags = GilReleasingFlags
         try:
             compiler.compile()
@@ -356,10 +390,28 @@ def build_kernels(name: str, path: Path, target_cpu: str | None = None) -> None:
         os.replace(built, path)
 
 
+def _source_modules(kernel_set: KernelSet) -> tuple[str, ...]:
+    return (kernel_set.source,) if isinstance(kernel_set.source, str) else kernel_set.source
+
+
+def call_kernel(kernel_set: KernelSet, kernel, *arguments):
+    """``kernel(*arguments)``, ``kernel`` being a numba kernel that ``kernel_set`` exports (``use_nrt`` sets only):
+    run from the compiled module (built first if missing) where the arguments have the declared types, else by
+    numba (the same function: a cartridge's read-only arrays, say, or where the module cannot be built)."""
+    name = kernel.py_func.__name__
+    module = load_kernels(kernel_set)
+    if module is not None and argument_spec(arguments) == kernel_set.signatures[name][0]:
+        return getattr(module, name)(*arguments)
+    logger.debug("crayon: %s runs by numba (%s)", name, "no compiled module" if module is None else "other types")
+    return kernel(*arguments)
+
+
 def _numba_type(spec):
     from numba import types
     from numba.np.numpy_support import from_dtype
 
+    if spec is None:
+        return types.none
     if spec == INT:
         return types.int64
     if spec[0] == "array":

@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from crayon.errors import CartridgeError
+from crayon.jit import aot
 from crayon.jit.bpe import FIBONACCI, NO_MERGE, U32, merge_loop, pair_merge, write_byte_tokens
 from crayon.jit.dat import compile_dat
 from crayon.jit.lazy import njit
@@ -38,7 +39,7 @@ ROW_WIDTH = 8
 
 
 @njit(cache=True)
-def _canonical_splits(byte_tokens, pair_table, token_offsets, token_bytes, rows):
+def canonical_splits(byte_tokens, pair_table, token_offsets, token_bytes, rows):
     """Fill LENGTH, SPLIT_* and FORMED_AT: the last merge of the merge loop on each token's bytes."""
     n_ids = token_offsets.shape[0] - 1
     longest = 1
@@ -113,7 +114,7 @@ def longest_token(dat_rows, data, start, end, starts):
 
 
 @njit(cache=True)
-def _next_prefixes(dat_rows, starts, token_offsets, token_bytes, rows):
+def next_prefixes(dat_rows, starts, token_offsets, token_bytes, rows):
     for token in range(token_offsets.shape[0] - 1):
         first, last = token_offsets[token], token_offsets[token + 1]
         rows[token, NEXT_PREFIX] = -1
@@ -125,14 +126,15 @@ def build_backtrack_tables(model_tables: dict[str, np.ndarray]) -> dict[str, np.
     """The backtracking encoder's tables for the BPE tables of ``crayon.jit.tables.build_bpe_tables``."""
     offsets, token_bytes = model_tables["token_offsets"], model_tables["token_bytes"]
     rows = np.zeros((len(offsets) - 1, ROW_WIDTH), np.int32)
-    _canonical_splits(model_tables["byte_tokens"], model_tables["pair_table"], offsets, token_bytes, rows)
+    aot.call_kernel(aot.TABLES, canonical_splits, model_tables["byte_tokens"], model_tables["pair_table"], offsets,
+                    token_bytes, rows)
     reachable = np.flatnonzero(rows[:, SPLIT_LEFT] >= 0)
     spelled = token_bytes.tobytes()
     base, check, values = compile_dat([spelled[offsets[t] : offsets[t + 1]] for t in reachable], reachable.tolist())
     base, check, values = (np.ascontiguousarray(array, dtype=np.int32) for array in (base, check, values))
     dat_rows = interleave_dat(base, check, values)
     starts = prefix_states(dat_rows)
-    _next_prefixes(dat_rows, starts, offsets, token_bytes, rows)
+    aot.call_kernel(aot.TABLES, next_prefixes, dat_rows, starts, offsets, token_bytes, rows)
     tables = {"token_rows": rows, "dat_base": base, "dat_check": check, "dat_values": values, "dat_rows": dat_rows,
               "prefix_states": starts}
     whole_spans = bool((whole_span_tokens({**tables, **model_tables}) & ~(rows[:, SPLIT_LEFT] >= 0)).any())

@@ -18,6 +18,7 @@ import sys
 
 import numpy as np
 
+from crayon.jit import aot
 from crayon.jit.lazy import intrinsic, njit
 
 from crayon.jit.bpe import table_capacity
@@ -299,7 +300,7 @@ def cached_put(cache, data, start, end, tokens, first, count):
 def build_short_tokens(token_offsets: np.ndarray, token_bytes: np.ndarray, keep: np.ndarray) -> np.ndarray:
     """The short-token table of the tokens with ``keep[token]`` (at most half full)."""
     table = np.zeros((table_capacity(int(np.count_nonzero(keep))), 4), np.uint64)
-    fill_short_tokens(table, token_offsets, token_bytes, keep)
+    aot.call_kernel(aot.TABLES, fill_short_tokens, table, token_offsets, token_bytes, keep)
     return table
 
 

@@ -16,6 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
+from crayon.jit import aot
 from crayon.jit.lazy import njit
 from crayon.reference.dat import FREE, PACKING_ORDERS, validate_vocabulary
 
@@ -39,7 +40,8 @@ def compile_dat(
     starts = np.zeros(len(tokens) + 1, dtype=np.int64)
     np.cumsum(lengths, out=starts[1:])
     blob = np.frombuffer(b"".join(tokens), dtype=np.uint8)
-    parent, label, depth, node_token = _build_trie(blob, starts, _sorted_tokens(blob, starts))
+    by_bytes = aot.call_kernel(aot.TABLES, sorted_tokens, blob, starts)
+    parent, label, depth, node_token = aot.call_kernel(aot.TABLES, build_trie, blob, starts, by_bytes)
     if len(parent) == 0:
         validate_vocabulary(tokens, ids_array.tolist())  # raises: two tokens are equal
     degree = np.bincount(parent[1:], minlength=len(parent))
@@ -53,7 +55,7 @@ def compile_dat(
             raise ValueError('order="frequency" needs one weight per token')
         key = -_subtree_weights(parent, node_token, np.asarray(weights, dtype=np.int64))[internal]
     packing_order = internal[np.argsort(key, kind="stable")]
-    return _pack(parent, label, degree, node_token, ids_array, packing_order)
+    return aot.call_kernel(aot.TABLES, pack_trie, parent, label, degree, node_token, ids_array, packing_order)
 
 
 @njit(cache=True)
@@ -68,7 +70,7 @@ def _bytes_less(blob, starts, a, b):
 
 
 @njit(cache=True)
-def _sorted_tokens(blob, starts):
+def sorted_tokens(blob, starts):
     """Token indices in byte order (bottom-up merge sort)."""
     n = len(starts) - 1
     order = np.arange(n, dtype=np.int64)
@@ -91,7 +93,7 @@ def _sorted_tokens(blob, starts):
 
 
 @njit(cache=True)
-def _build_trie(blob, starts, sorted_order):
+def build_trie(blob, starts, sorted_order):
     """Trie nodes in DFS preorder: parent, label byte, depth, token index (-1 for a prefix only).
 
     Tokens are non-empty and visited in byte order; returns empty arrays if two tokens are equal.
@@ -195,7 +197,7 @@ def _grown(claimed):
 
 
 @njit(cache=True)
-def _pack(parent, label, degree, node_token, ids, packing_order):
+def pack_trie(parent, label, degree, node_token, ids, packing_order):
     n_nodes = len(parent)
     child_start = np.zeros(n_nodes + 1, dtype=np.int64)
     for node in range(n_nodes):  # a loop: np.cumsum takes seconds to compile

@@ -31,6 +31,7 @@ import threading
 import numpy as np
 
 from crayon.errors import CartridgeError
+from crayon.jit import aot
 from crayon.jit.backtrack import build_backtrack_tables, whole_span_tokens
 from crayon.jit.bpe import EMPTY, fill_pair_table, fill_vocab_index, table_capacity, tiktoken_pairs
 from crayon.jit.cache import build_short_tokens
@@ -57,18 +58,18 @@ def build_bpe_tables(model: BytePairModel) -> dict[str, np.ndarray]:
         b"".join(model.token_bytes.get(token_id, b"") for token_id in range(n_ids)), dtype=np.uint8
     ).copy()
     vocab_index = np.full(table_capacity(len(model.token_bytes)), EMPTY, np.int64)
-    fill_vocab_index(vocab_index, token_offsets, token_bytes)
+    aot.call_kernel(aot.TABLES, fill_vocab_index, vocab_index, token_offsets, token_bytes)
 
     byte_tokens = np.full(256, -1, np.int32)
     for byte in range(256):
         byte_tokens[byte] = model.ranks.get(bytes([byte]), -1)
 
     if model.merges is None:
-        merges = tiktoken_pairs(vocab_index, token_offsets, token_bytes)
+        merges = aot.call_kernel(aot.TABLES, tiktoken_pairs, vocab_index, token_offsets, token_bytes)
     else:
         merges = np.array(list(model.pair_merges()), dtype=np.int64).reshape(-1, 4)
     pair_table = np.full((table_capacity(len(merges)), 2), EMPTY, np.int64)
-    fill_pair_table(pair_table, merges)
+    aot.call_kernel(aot.TABLES, fill_pair_table, pair_table, merges)
 
     tables = {
         "byte_tokens": byte_tokens,
