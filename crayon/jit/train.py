@@ -18,6 +18,7 @@ from __future__ import annotations
 import codecs
 import collections
 import concurrent.futures
+import ctypes
 import os
 import sys
 import threading
@@ -85,8 +86,12 @@ def train_bpe_jit(
     ``available_cores()``). ``progress``: tqdm bars for the counting and merging phases (rate, ETA).
     """
     specials = check_settings(vocab_size, special_tokens)
-    words = count_words_jit(texts_or_files, pattern, specials, workers=workers or available_cores(), progress=progress)
-    merges = _run_merges(words, vocab_size - len(specials), progress)
+    word_bytes, word_lengths, word_counts = count_words_jit(
+        texts_or_files, pattern, specials, workers=workers or available_cores(), progress=progress
+    )
+    tokens = word_bytes.astype(np.int32)
+    del word_bytes  # a view of the word bag's buffer, not needed by the merges: free it before they start
+    merges = _run_merges((tokens, word_lengths, word_counts), vocab_size - len(specials), progress)
     vocab = Vocabulary()
     for left, right in merges:
         vocab.merge(left, right)
@@ -178,9 +183,20 @@ def count_words_jit(
         )
     else:
         arrays = _count_with_spanner(chunks, PATTERN_IDS[name], special_tokens, workers).arrays()
+        _release_free_memory()  # the bags' arrays, freed in the counting threads
     if bar is not None:
         bar.close()
     return arrays
+
+
+def _release_free_memory() -> None:
+    """Give the free pages of every malloc arena back to the system (glibc's ``malloc_trim``; elsewhere nothing):
+    arrays freed in a worker thread's arena otherwise stay resident while the merges allocate theirs."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return
+    trim(0)
 
 
 def training_kernels():
@@ -465,7 +481,8 @@ def _run_merges(
 ) -> np.ndarray:
     """Run ``learn_merges`` on (the words' token ids or bytes end to end, their lengths, their counts) from
     ``vocabulary`` (bytes end to end, offsets; default: the byte tokens) until the next id is ``n_tokens``, in a
-    thread while this one follows the new tokens (a bar with ``progress``) and stops it on Ctrl-C.
+    thread while this one follows the new tokens (a bar with ``progress``) and stops it on Ctrl-C. Token ids
+    given as a C-contiguous int32 array are merged in place (the caller's array is overwritten).
 
     The words can make at most one token per symbol beyond the first of each word, so no more is allocated."""
     symbols, word_lengths, word_weights = arrays
@@ -475,7 +492,7 @@ def _run_merges(
     first_new = len(vocab_offsets) - 1
     n_tokens = min(n_tokens, first_new + symbols.size - word_lengths.size)
     # One compiled version of the kernel: writable C-contiguous arrays of fixed types, whoever made them.
-    token = symbols.astype(np.int32)  # the kernel's own copy, which it overwrites
+    token = np.require(symbols, np.int32, requirements="CW")  # overwritten by the kernel: a copy unless int32
     word_lengths, word_weights = (np.require(a, np.int64, requirements="CW") for a in (word_lengths, word_weights))
     vocab_bytes = np.require(vocab_bytes, np.uint8, requirements="CW")
     vocab_offsets = np.require(vocab_offsets, np.int64, requirements="CW")
@@ -737,26 +754,33 @@ def _merged_token(left, right, token_bytes, token_spans, token_hashes, token_tab
 
 
 @njit(cache=True, inline="always")
-def _preceding(token, word_of, i):
+def _preceding(token, word_start, i):
     """The position of the token before the one at position i in its word, or -1 (skipping the positions
-    merged into their left neighbour)."""
-    j = np.int64(i) - 1
-    while j >= 0 and word_of[j] == word_of[i]:
+    merged into their left neighbour). ``word_start[p]``: whether position p is the first of its word."""
+    j = np.int64(i)
+    while word_start[j] == 0:
+        j -= 1
         if token[j] != _EMPTY:
             return j
-        j -= 1
     return np.int64(-1)
 
 
 @njit(cache=True, inline="always")
-def _following(token, word_of, i):
-    """The position of the token after the one at position i in its word, or -1."""
+def _following(token, word_start, i):
+    """The position of the token after the one at position i in its word, or -1 (``word_start`` has an entry
+    past the last position, set)."""
     j = np.int64(i) + 1
-    while j < token.shape[0] and word_of[j] == word_of[i]:
+    while word_start[j] == 0:
         if token[j] != _EMPTY:
             return j
         j += 1
     return np.int64(-1)
+
+
+@njit(cache=True, inline="always")
+def _word_at(first_positions, i):
+    """The word holding position i (``first_positions``: each word's first position, ascending)."""
+    return np.searchsorted(first_positions, i, side="right") - 1
 
 
 def learn_merges(kernels, *arguments) -> np.ndarray:
@@ -776,13 +800,19 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
     ``progress_cell[0]`` as it goes and stops early once ``progress_cell[1]`` is set.
     """
     n_positions = token.shape[0]  # token[i]: the id at position i, -1 once merged into its left neighbour
-    word_of = np.empty(n_positions, np.int32)  # the position's word (its count is word_weights[word])
+    # Words are told apart by where they start: a flag per position, and the start of each word (a site's word,
+    # whose count weighs its pairs, is found by binary search: an int32 of the word per position would be the
+    # largest array of the merges after the occurrence lists).
+    word_start = np.zeros(n_positions + 1, np.uint8)
+    word_start[n_positions] = 1
+    first_positions = np.empty(word_lengths.shape[0], np.int32)
     pair_at = np.full(n_positions, _EMPTY, np.int32)  # id of the pair starting at the position, -1 if none
     start = 0
     for word in range(word_lengths.shape[0]):
-        end = start + word_lengths[word]
-        word_of[start:end] = word
-        start = end
+        first_positions[word] = start
+        if word_lengths[word] > 0:
+            word_start[start] = 1
+        start += word_lengths[word]
 
     # The inverted index: a pair table (count, left, right, occurrence list head and length, step mark)
     # found through an open-addressing hash table, and singly linked occurrence lists (positions of the
@@ -794,17 +824,18 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
     occurrences = np.empty((n_positions + n_positions // 4 + 16, 2), np.int32)
     n_pairs = np.int64(0)
     n_occurrences = np.int64(0)
-    for i in range(n_positions):
-        j = _following(token, word_of, i)
-        if j == -1:
-            continue
-        pairs = _grown(pairs, n_pairs + 1)
-        counts = _grown(counts, n_pairs + 1)
-        table = _rehashed(table, pairs, n_pairs, n_pairs + 1)
-        pair, n_pairs = _pair_id(table, pairs, counts, n_pairs, token[i], token[j])
-        counts[pair] += word_weights[word_of[i]]
-        n_occurrences = _add_occurrence(pairs, occurrences, n_occurrences, pair, i)
-        pair_at[i] = pair
+    for word in range(word_lengths.shape[0]):
+        for i in range(first_positions[word], first_positions[word] + word_lengths[word]):
+            j = _following(token, word_start, i)
+            if j == -1:
+                continue
+            pairs = _grown(pairs, n_pairs + 1)
+            counts = _grown(counts, n_pairs + 1)
+            table = _rehashed(table, pairs, n_pairs, n_pairs + 1)
+            pair, n_pairs = _pair_id(table, pairs, counts, n_pairs, token[i], token[j])
+            counts[pair] += word_weights[word]
+            n_occurrences = _add_occurrence(pairs, occurrences, n_occurrences, pair, i)
+            pair_at[i] = pair
     heap = np.empty((max(n_pairs, 16), 2), np.int64)
     heap_size = np.int64(0)  # not a literal 0: one compiled version of the heap functions
     for pair in range(n_pairs):
@@ -858,10 +889,10 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
         for i in sites:
             if pair_at[i] != pair:
                 continue  # an earlier merge of this step (or a past one) changed this site
-            j = _following(token, word_of, i)
-            w = word_weights[word_of[i]]
-            before = _preceding(token, word_of, i)
-            after = _following(token, word_of, j)
+            j = _following(token, word_start, i)
+            w = word_weights[_word_at(first_positions, i)]
+            before = _preceding(token, word_start, i)
+            after = _following(token, word_start, j)
             if before != -1:
                 counts[pair_at[before]] -= w
                 pair_at[before], n_pairs, n_occurrences, n_grown = _credit_pair(
