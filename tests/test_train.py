@@ -6,15 +6,26 @@ import random
 
 import numpy as np
 import pytest
+import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import corpus_text
 from strategies import tokenizer_text
-from crayon.jit.train import _merged_token, _token_store, byte_vocabulary, count_words_jit, iter_chunks, train_bpe_jit
+from crayon.jit.train import (
+    CUT_SEARCH_BLOCK,
+    _merged_token,
+    _token_store,
+    byte_vocabulary,
+    count_words_jit,
+    iter_chunks,
+    safe_cuts,
+    train_bpe_jit,
+)
 from crayon.reference.bpe import BytePairModel
 from crayon.reference.pretokenize import compile_pattern, split_specials
 from crayon.reference.train import Vocabulary, count_words, train_bpe, train_bpe_naive
+from crayon.reference.unicode16 import pin_unicode_classes
 
 tiktoken = pytest.importorskip("tiktoken")
 
@@ -258,6 +269,24 @@ def test_corpus_file_chunks_pre_tokenize_exactly_as_the_whole_files(tmp_path):
             assert "".join(chunks) == text
             assert max(map(len, chunks)) <= 2 * chunk_size  # streaming: memory bounded by the chunk size
             assert spans(chunks, pattern, ()) == spans([text], pattern, ())
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(tokenizer_text, st.sampled_from(CUT_FRAGMENTS)), max_size=8).map("".join))
+def test_safe_cuts_are_a_letter_then_whitespace_in_unicode_16(text):
+    """The cuts read the jit pre-tokenizer's tables: the places where the pinned regex \\p{L}\\s matches."""
+    letter_then_space = regex.compile(pin_unicode_classes(r"(?=\p{L}\s)"))
+    expected = [match.start() + 1 for match in letter_then_space.finditer(text)]
+    assert safe_cuts(text, 1, len(text)).tolist() == expected
+
+
+def test_a_long_piece_is_cut_at_its_last_safe_cut():
+    """The search runs back from the end a block at a time: a cut far from the end, or none, is found."""
+    for tail in (CUT_SEARCH_BLOCK // 3, 3 * CUT_SEARCH_BLOCK + 5):
+        text = "word " + "0x12," * tail
+        chunks = list(iter_chunks([text + text], "cl100k_base", (), chunk_size=len(text)))
+        assert chunks == [text[:4], text[4:] + text]  # the second piece holds no cut: it is kept whole
+    assert list(iter_chunks(["0x12," * 10_000], "cl100k_base", (), chunk_size=1000)) == ["0x12," * 10_000]
 
 
 def test_custom_patterns_are_not_cut():

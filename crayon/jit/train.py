@@ -9,7 +9,7 @@ so memory grows with the number of distinct words, not the corpus size. The kern
 ``add_bag_kernel``, ``learn_merges_kernel``) run from the extension that ``crayon.jit.aot`` compiles ahead of
 time (``aot.TRAINING``), so training does not import numba; where it cannot be built, as numba dispatchers.
 
-A document is only cut where cutting cannot change its spans (see ``SAFE_CUT``); a custom pattern, for which
+A document is only cut where cutting cannot change its spans (see ``safe_cuts``); a custom pattern, for which
 there is neither such a proof nor a jit pre-tokenizer, is run by ``regex`` over each text or file whole.
 """
 
@@ -19,6 +19,7 @@ import codecs
 import collections
 import concurrent.futures
 import ctypes
+import functools
 import os
 import sys
 import threading
@@ -26,7 +27,6 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
-import regex
 
 from crayon.cartridge import VOCAB_BYTES, VOCAB_OFFSETS, vocab_sections
 from crayon.jit import aot
@@ -34,11 +34,19 @@ from crayon.jit.byte_ranges import FNV_OFFSET, fnv1a
 from crayon.jit.cores import available_cores
 from crayon.jit.kernels import SPAN_BATCH
 from crayon.jit.lazy import njit
-from crayon.jit.pretokenize import PATTERN_IDS, classify_characters, fill_span_ends, unicode_tables
+from crayon.jit.pretokenize import (
+    BLOCK_SHIFT,
+    BLOCK_SIZE,
+    LETTER,
+    PATTERN_IDS,
+    WHITESPACE,
+    classify_characters,
+    fill_span_ends,
+    unicode_tables,
+)
 from crayon.patterns import pattern_name, resolve_pattern
 from crayon.reference.bpe import BytePairModel
 from crayon.reference.pretokenize import split_specials
-from crayon.reference.unicode16 import pin_unicode_classes
 from crayon.reference.train import (
     N_BYTES,
     Extension,
@@ -61,8 +69,28 @@ CHUNK_SIZE = 1 << 20
 # - text[:q] gives the same spans: the matches before q read text[q] only to stop a letter run or to fail a
 #   contraction or a longer alternative, and the end of the text stops and fails them the same way.
 # - The spans from q on depend only on text[q:]: the patterns have no lookbehind and findall restarts at q.
-SAFE_CUT = regex.compile(pin_unicode_classes(r"(?r)\p{L}\s"))
-_WHITESPACE = regex.compile(pin_unicode_classes(r"\s"))
+# Letters (\p{L}) and whitespace (\s) are read from the jit pre-tokenizer's Unicode 16 tables, as its spans are.
+CUT_SEARCH_BLOCK = 1 << 16  # the most characters examined at a time, from the end of a piece back
+
+
+def character_properties(text: str) -> np.ndarray:
+    """The jit pre-tokenizer's property bits of each character of ``text`` (``crayon.jit.pretokenize``'s
+    ``LETTER``: \\p{L}, ``WHITESPACE``: \\s, ..., Unicode 16)."""
+    block_index, block_classes, class_properties = _unicode_tables()
+    code_points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
+    blocks = block_index[code_points >> BLOCK_SHIFT].astype(np.int64) << BLOCK_SHIFT
+    return class_properties[block_classes[blocks | (code_points & (BLOCK_SIZE - 1))]]
+
+
+def safe_cuts(text: str, low: int, high: int) -> np.ndarray:
+    """Every safe cut q of ``text`` with low <= q < high (1 <= low): text[q - 1] a letter, text[q] whitespace."""
+    properties = character_properties(text[low - 1 : high])
+    return np.flatnonzero((properties[:-1] & LETTER != 0) & (properties[1:] & WHITESPACE != 0)) + low
+
+
+@functools.cache
+def _unicode_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return unicode_tables()
 
 _LEFT, _RIGHT, _HEAD, _LENGTH, _MARK = range(5)  # columns of the pair table (int32; counts apart, int64)
 _POSITION, _NEXT = range(2)  # columns of the occurrence lists
@@ -263,9 +291,11 @@ def iter_chunks(
     """Yield text chunks whose spans are those of the documents (each a text or a file), in order.
 
     Texts are sliced, files read, in pieces of ``chunk_size`` characters (bytes for files); a chunk ends at
-    the last ``SAFE_CUT`` of a piece, so it is at most about two pieces long where cuts are frequent."""
+    the last safe cut (``safe_cuts``) of a piece, so it is at most about two pieces long where cuts are frequent."""
     cuttable = isinstance(pattern, str) and pattern_name(resolve_pattern(pattern)) is not None
     sources = [texts_or_files] if isinstance(texts_or_files, (str, os.PathLike)) else texts_or_files
+    # A special token holding whitespace could straddle a cut: cuts keep room for it on both sides and check.
+    straddlers = [token for token in special_tokens if (character_properties(token) & WHITESPACE).any()]
     for source in sources:
         if isinstance(source, str):
             pieces: Iterable[str] = (source[i : i + chunk_size] for i in range(0, len(source), chunk_size))
@@ -275,7 +305,7 @@ def iter_chunks(
             kind = type(source).__name__
             raise TypeError(f"training input must be str (a text) or os.PathLike (a file), got {kind}")
         if cuttable:
-            yield from _cut_document(pieces, special_tokens)
+            yield from _cut_document(pieces, straddlers)
         else:
             document = "".join(pieces)
             if document:
@@ -304,10 +334,9 @@ def _read_pieces(path: Path, chunk_bytes: int) -> Iterator[str]:
     decode(b"", final=True)
 
 
-def _cut_document(pieces: Iterable[str], special_tokens: Sequence[str]) -> Iterator[str]:
-    """Re-cut a document's consecutive pieces at the last ``SAFE_CUT`` of each piece."""
-    # A special token holding whitespace could straddle a cut: keep room for it on both sides and check.
-    straddlers = [token for token in special_tokens if _WHITESPACE.search(token)]
+def _cut_document(pieces: Iterable[str], straddlers: list[str]) -> Iterator[str]:
+    """Re-cut a document's consecutive pieces at the last safe cut of each piece that none of the special
+    tokens ``straddlers`` (those holding whitespace) straddles."""
     reach = max(map(len, straddlers), default=1) - 1
     context = max(1, reach)
     pending: list[str] = []
@@ -334,10 +363,16 @@ def _cut_document(pieces: Iterable[str], special_tokens: Sequence[str]) -> Itera
 
 def _last_safe_cut(window: str, low: int, high: int, straddlers: list[str], reach: int) -> int | None:
     """The largest safe cut q of ``window`` with low <= q <= high that no special token straddles."""
-    for match in SAFE_CUT.finditer(window, max(low - 1, 0), high + 1):
-        cut = match.start() + 1
-        if not any(token in window[max(cut - reach, 0) : cut + reach] for token in straddlers):
-            return cut
+    stop = min(high, len(window) - 1) + 1
+    low = max(low, 1)
+    block = 256
+    while stop > low:  # from the end back, in growing blocks: the last cut is usually near the end
+        start = max(low, stop - block)
+        for cut in safe_cuts(window, start, stop)[::-1].tolist():
+            if not any(token in window[max(cut - reach, 0) : cut + reach] for token in straddlers):
+                return cut
+        stop = start
+        block = min(4 * block, CUT_SEARCH_BLOCK)
     return None
 
 
