@@ -118,7 +118,7 @@ def train_bpe_jit(
         texts_or_files, pattern, specials, workers=workers or available_cores(), progress=progress
     )
     tokens = word_bytes.astype(np.int32)
-    del word_bytes  # a view of the word bag's buffer, not needed by the merges: free it before they start
+    del word_bytes  # not needed by the merges: freed before they start
     merges = _run_merges((tokens, word_lengths, word_counts), vocab_size - len(specials), progress)
     vocab = Vocabulary()
     for left, right in merges:
@@ -424,7 +424,7 @@ class WordBag:
         """(the words' bytes end to end, their lengths, their counts)."""
         n_words, n_bytes = self.sizes
         return (
-            self.word_bytes[:n_bytes],
+            self.word_bytes[:n_bytes].copy(),  # not a view: the bag's buffers are freed with it
             np.ascontiguousarray(self.words[:n_words, _WORD_LENGTH]),
             np.ascontiguousarray(self.words[:n_words, _WORD_COUNT]),
         )
@@ -569,17 +569,27 @@ def _resized(array, n_rows, size):
 
 
 @njit(cache=True)
-def _relisted(pairs, n_pairs, occurrences, pair_at):
-    """Rebuild every pair's occurrence list from ``pair_at`` (dropping the occurrences whose position has
+def _relisted(pairs, n_pairs, occurrences, table, token, word_start):
+    """Rebuild every pair's occurrence list from the tokens (dropping the occurrences whose position has
     changed pair); return the number of occurrences."""
     for pair in range(n_pairs):
         pairs[pair, _HEAD] = _EMPTY
         pairs[pair, _LENGTH] = 0
     n_occurrences = np.int64(0)
-    for i in range(pair_at.shape[0]):
-        if pair_at[i] != _EMPTY:
-            n_occurrences = _add_occurrence(pairs, occurrences, n_occurrences, pair_at[i], i)
+    for i in range(token.shape[0]):
+        if token[i] == _EMPTY:
+            continue
+        j = _following(token, word_start, i)
+        if j != -1:
+            pair = table[_pair_slot(table, pairs, token[i], token[j])]
+            n_occurrences = _add_occurrence(pairs, occurrences, n_occurrences, pair, i)
     return n_occurrences
+
+
+@njit(cache=True)
+def _pair_of(table, pairs, left, right):
+    """The id of the listed pair (left, right)."""
+    return table[_pair_slot(table, pairs, left, right)]
 
 
 @njit(cache=True)
@@ -841,7 +851,6 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
     word_start = np.zeros(n_positions + 1, np.uint8)
     word_start[n_positions] = 1
     first_positions = np.empty(word_lengths.shape[0], np.int32)
-    pair_at = np.full(n_positions, _EMPTY, np.int32)  # id of the pair starting at the position, -1 if none
     start = 0
     for word in range(word_lengths.shape[0]):
         first_positions[word] = start
@@ -852,9 +861,12 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
     # The inverted index: a pair table (count, left, right, occurrence list head and length, step mark)
     # found through an open-addressing hash table, and singly linked occurrence lists (positions of the
     # pair's left token) in one array. An occurrence whose position has since changed pair stays listed
-    # (skipped when its pair merges) until the array is full; then the lists are rebuilt from pair_at.
-    pairs = np.empty((1024, 5), np.int32)
-    counts = np.empty(1024, np.int64)
+    # (skipped when its pair merges) until the array is full; then the lists are rebuilt from the tokens. The
+    # pair at a position is not stored (it would take an int32 per position): it is looked up from its tokens.
+    # Room for as many pairs as usual (a tenth to a fifth of the positions), so that they seldom grow: memory that
+    # is not written to is not resident, while growing copies them (old and new arrays resident at once).
+    pairs = np.empty((1024 + n_positions // 2, 5), np.int32)
+    counts = np.empty(1024 + n_positions // 2, np.int64)
     table = np.full(2048, _EMPTY, np.int32)
     occurrences = np.empty((n_positions + n_positions // 4 + 16, 2), np.int32)
     n_pairs = np.int64(0)
@@ -870,8 +882,7 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
             pair, n_pairs = _pair_id(table, pairs, counts, n_pairs, token[i], token[j])
             counts[pair] += word_weights[word]
             n_occurrences = _add_occurrence(pairs, occurrences, n_occurrences, pair, i)
-            pair_at[i] = pair
-    heap = np.empty((max(n_pairs, 16), 2), np.int64)
+    heap = np.empty((max(n_pairs + n_positions // 2, 16), 2), np.int64)
     heap_size = np.int64(0)  # not a literal 0: one compiled version of the heap functions
     for pair in range(n_pairs):
         heap_size = _heap_push(heap, heap_size, pairs, counts[pair], pair)
@@ -901,7 +912,7 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
         n_merges += 1
 
         if n_occurrences + 2 * pairs[pair, _LENGTH] > occurrences.shape[0]:
-            n_occurrences = _relisted(pairs, n_pairs, occurrences, pair_at)
+            n_occurrences = _relisted(pairs, n_pairs, occurrences, table, token, word_start)
             needed = n_occurrences + 2 * pairs[pair, _LENGTH]
             if 4 * needed > 3 * occurrences.shape[0]:  # keep a quarter free, so that rebuilding stays rare
                 occurrences = _resized(occurrences, n_occurrences, needed + needed // 2)
@@ -922,29 +933,29 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
         grown = _grown(grown, 2 * n_sites)
         n_grown = np.int64(0)
         for i in sites:
-            if pair_at[i] != pair:
+            if token[i] != left:
                 continue  # an earlier merge of this step (or a past one) changed this site
             j = _following(token, word_start, i)
+            if j == -1 or token[j] != right:
+                continue
             w = word_weights[_word_at(first_positions, i)]
             before = _preceding(token, word_start, i)
             after = _following(token, word_start, j)
             if before != -1:
-                counts[pair_at[before]] -= w
-                pair_at[before], n_pairs, n_occurrences, n_grown = _credit_pair(
+                counts[_pair_of(table, pairs, token[before], left)] -= w
+                _, n_pairs, n_occurrences, n_grown = _credit_pair(
                     table, pairs, counts, n_pairs, occurrences, n_occurrences, grown, n_grown, n_merges,
                     token[before], new_id, before, w,
                 )
-            pair_at[i] = _EMPTY
             if after != -1:
-                counts[pair_at[j]] -= w
-                pair_at[i], n_pairs, n_occurrences, n_grown = _credit_pair(
+                counts[_pair_of(table, pairs, right, token[after])] -= w
+                _, n_pairs, n_occurrences, n_grown = _credit_pair(
                     table, pairs, counts, n_pairs, occurrences, n_occurrences, grown, n_grown, n_merges,
                     new_id, token[after], i, w,
                 )
             counts[pair] -= w
             token[i] = new_id
             token[j] = _EMPTY
-            pair_at[j] = _EMPTY
         for k in range(n_grown):
             if counts[grown[k]] > 0:
                 heap_size = _heap_push(heap, heap_size, pairs, counts[grown[k]], grown[k])
