@@ -4,13 +4,21 @@ Learns the same merges as ``crayon.reference.train.train_bpe``, merge for merge:
 tie-break and id reuse (the rules are in that module's docstring).
 
 Word counting streams its input: files are read in chunks, long texts are sliced, and a thread per core
-pre-tokenizes chunks with ``crayon.jit.pretokenize`` and counts their words in a hash table (``WordBag``),
-so memory grows with the number of distinct words, not the corpus size. The kernels (``count_words_kernel``,
-``add_bag_kernel``, ``learn_merges_kernel``) run from the extension that ``crayon.jit.aot`` compiles ahead of
-time (``aot.TRAINING``), so training does not import numba; where it cannot be built, as numba dispatchers.
+pre-tokenizes chunks with ``crayon.jit.pretokenize`` and counts their words in a hash table (``WordBag``).
+The kernels (``count_words_kernel``, ``add_bag_kernel``, ``learn_merges_kernel``) run from the extension that
+``crayon.jit.aot`` compiles ahead of time (``aot.TRAINING``), so training does not import numba; where it cannot
+be built, as numba dispatchers.
 
 A document is only cut where cutting cannot change its spans (see ``safe_cuts``); a custom pattern, for which
 there is neither such a proof nor a jit pre-tokenizer, is run by ``regex`` over each text or file whole.
+
+Memory grows with the distinct words, never with the corpus itself, since exact training keeps every distinct
+word (as the reference and HF tokenizers do; none is pruned). Counting holds a bag per thread: per distinct word
+a row (start, length, count, hash: 32 bytes, grown by half) and two to four hash slots (8 bytes each), plus its
+bytes. The merges hold, per byte of the distinct words, its token (int32), a word-start flag (uint8) and about
+1.25 occurrence entries (two int32): about 15 bytes; and per pair ever counted, about 55 bytes (its row, count,
+hash slots and heap entry). On linux-source-6.1: 304k distinct words of 3.4 MB in the first 100 MB, 468k of
+4.6 MB in the first 500 MB, 986k of 8.8 MB in the whole 1,298 MB.
 """
 
 from __future__ import annotations
