@@ -250,3 +250,20 @@ def test_engine_tables_are_built_by_the_compiled_kernels_without_numba_and_equal
     tables = build_bpe_tables(BytePairModel(mergeable_ranks("r50k_base")))
     digest = hashlib.sha256(b"".join(tables[name].tobytes() for name in sorted(tables))).hexdigest()
     assert out.split() == ["False", digest]
+
+
+def test_a_user_trains_and_encodes_without_numba():
+    """``crayon.train`` then ``encode``, as a user writes it: the trainer's, the engine tables' and the encoder's
+    compiled modules do all the work, and numba is never imported."""
+    for kernel_set in aot.KERNEL_SETS:
+        assert aot.load_kernels(kernel_set) is not None  # built here where missing (building imports numba)
+    out = _python("""
+        import sys
+        import crayon
+
+        tok = crayon.train(texts=["int main(void) { return 0; }\\n" * 40, "low lower lowest " * 50], vocab_size=290,
+                           progress=False)
+        assert tok.decode(tok.encode("int lowest")) == "int lowest"
+        print(tok.engine.kernels_kind, "numba" in sys.modules)
+    """)
+    assert out.split() == ["aot", "False"]
