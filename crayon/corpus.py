@@ -19,9 +19,11 @@ def documents(files, texts, *, caller: str = "crayon.train") -> Iterator[str | P
     names the function in the messages."""
     if files is None and texts is None:
         raise TypeError(f"{caller} needs a corpus: files=[path, ...] (UTF-8 files) or texts=[str, ...]")
-    paths = [] if files is None else _checked_paths(files)
+    # Each checked path becomes a Path when its turn comes: a list of Path objects would take about 500 bytes a
+    # file (38 MB for the 78,608 files of linux-source-6.1), while the caller's own str objects are kept as given.
+    paths = map(Path, [] if files is None else _checked_paths(files))
     if texts is None:
-        return iter(paths)
+        return paths
     if isinstance(texts, (str, bytes, os.PathLike)):
         raise TypeError(
             f"texts= takes an iterable of texts, not a lone {type(texts).__name__}: write texts=[text] for one "
@@ -30,16 +32,16 @@ def documents(files, texts, *, caller: str = "crayon.train") -> Iterator[str | P
     return itertools.chain(paths, map(_checked_text, texts))
 
 
-def _checked_paths(files) -> list[Path]:
+def _checked_paths(files) -> list[str]:
     if isinstance(files, (str, bytes, os.PathLike)):
         raise TypeError(f"files= takes a list of paths, not a lone {type(files).__name__}: write files=[{files!r}]")
     paths = []
     for file in files:
         if not isinstance(file, (str, os.PathLike)):
             raise TypeError(f"files= takes paths (str or os.PathLike), got {type(file).__name__}: texts go in texts=")
-        path = Path(file)
-        if not path.is_file():
-            raise FileNotFoundError(f"training file {os.fspath(file)!r} does not exist or is not a file")
+        path = os.fspath(file)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"training file {path!r} does not exist or is not a file")
         paths.append(path)
     return paths
 
