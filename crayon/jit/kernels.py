@@ -27,7 +27,7 @@ from crayon.jit.bpe import heap_merge, merge_loop, vocab_lookup, write_byte_toke
 from crayon.jit.cache import (cache_lookup, cache_store, is_ascii, long_cache_keeps, long_cache_lookup, long_cache_store,
                               long_piece_row, piece_key, piece_row, prefetch_piece, short_token_lookup)
 from crayon.jit.lazy import njit
-from crayon.jit.pretokenize import classify_characters, fill_span_ends, utf8_error_kernel
+from crayon.jit.pretokenize import fill_span_ends_fast, utf8_error_kernel
 from crayon.jit.status import NEED_SCRATCH, NO_PROGRESS, UNKNOWN_BYTE
 from crayon.reference.cache import LONG_PIECE_BYTES, LONGER_PIECE_BYTES, MAX_PIECE_BYTES, MAX_PIECE_TOKENS
 
@@ -125,9 +125,10 @@ def encode_docs_kernel(data, doc_offsets, last_doc, pattern_id, char_tables, bpe
     doc, pos, n, before = resume[0], resume[1], resume[2], resume[3]
     while doc < last_doc:
         text = data[doc_offsets[doc] : doc_offsets[doc + 1]]
-        classify_characters(text, 0, text.shape[0], char_tables, classes)
+        classified = text.shape[0]
         while pos < text.shape[0]:
-            found = fill_span_ends(classes, pos, text.shape[0], pattern_id, char_tables, ends)
+            found, classified = fill_span_ends_fast(text, classes, pos, text.shape[0], pattern_id, char_tables, ends,
+                                                    classified)
             for i in range(found):
                 if i + PREFETCH_DISTANCE < found:
                     ahead = i + PREFETCH_DISTANCE
