@@ -563,62 +563,62 @@ def _ascii_run(mask, high, at, start):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _ascii_whitespace_end(whitespace, newline, high, start, newline_ends):
-    """The whitespace alternatives of cl100k and o200k at bit 0 (\\s*[\\r\\n], \\s+(?!\\S), \\s): a run that
-    holds a newline ends after its last one where ``newline_ends``; else all of a one-character run, else all but
-    its last character. -1 where the run fills the window or a non-ASCII byte (U+0085, U+00A0) may go on with it."""
-    end = _run_end(whitespace, 0)
+def _ascii_whitespace_end(whitespace, newline, high, at, base):
+    """The whitespace alternatives of cl100k and o200k at bit ``at`` (\\s*[\\r\\n], \\s+(?!\\S), \\s): a run that holds a
+    newline ends after its last one; else all of a one-character run, else all but its last character. -1 where
+    the run fills the window or a non-ASCII byte (U+0085, U+00A0) may go on with it."""
+    end = _run_end(whitespace, at)
     if end == WINDOW or _bit(high, end):
         return -1
-    newlines = newline & ((_ONE << np.uint64(end)) - _ONE)
-    if newline_ends and newlines != _NONE:
-        return start + WINDOW - leading_zeros(newlines)
-    return start + (end if end == 1 else end - 1)
+    newlines = (newline >> np.uint64(at)) & ((_ONE << np.uint64(end - at)) - _ONE)
+    if newlines != _NONE:
+        return base + at + WINDOW - leading_zeros(newlines)
+    return base + (end if end == at + 1 else end - 1)
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _ascii_symbols_end(masks, at, start, trailing):
-    """start + the end of [^\\s\\p{L}\\p{N}]++ from bit ``at`` and the run of ``trailing`` after it, or -1."""
+def _ascii_symbols_end(masks, at, base, trailing):
+    """base + the end of [^\\s\\p{L}\\p{N}]++ from bit ``at`` and the run of ``trailing`` after it, or -1."""
     high, letter, _, _, digit, whitespace, _, _, _ = masks
     end = _run_end(~(letter | digit | whitespace | high), at)
     if end == WINDOW or _bit(high, end):
         return -1
     end = _run_end(trailing, end)
-    return -1 if end == WINDOW else start + end
+    return -1 if end == WINDOW else base + end
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _cl100k_ascii_end(data, start, masks):
-    """``_cl100k_span_end`` on the window's masks, or -1."""
+def _cl100k_ascii_end(data, base, at, masks):
+    """``_cl100k_span_end`` at bit ``at`` of the window's masks, or -1."""
     high, letter, _, _, digit, whitespace, newline, apostrophe, _ = masks
-    if _bit(high, 0) or _bit(high, 1):
+    if _bit(high, at) or _bit(high, at + 1):
         return -1
-    if _bit(apostrophe, 0):
-        end = _ascii_contraction_end(data, start + 1)
+    if _bit(apostrophe, at):
+        end = _ascii_contraction_end(data, base + at + 1)
         if end != -1:
             return end if end >= 0 else -1
-    if _bit(letter, 0):
-        return _ascii_run(letter, high, 0, start)
-    if _bit(digit, 0):
-        return _ascii_digits_end(digit, high, start)
-    if _bit(letter, 1) and not _bit(newline, 0):
-        return _ascii_run(letter, high, 1, start)
-    if not _bit(whitespace, 0):
-        return _ascii_symbols_end(masks, 0, start, newline)
-    if data[start] == 0x20 and not _bit(letter | digit | whitespace, 1):
-        return _ascii_symbols_end(masks, 1, start, newline)
-    return _ascii_whitespace_end(whitespace, newline, high, start, True)
+    if _bit(letter, at):
+        return _ascii_run(letter, high, at, base)
+    if _bit(digit, at):
+        return _ascii_digits_end(digit, high, at, base)
+    if _bit(letter, at + 1) and not _bit(newline, at):
+        return _ascii_run(letter, high, at + 1, base)
+    if not _bit(whitespace, at):
+        return _ascii_symbols_end(masks, at, base, newline)
+    if data[base + at] == 0x20 and not _bit(letter | digit | whitespace, at + 1):
+        return _ascii_symbols_end(masks, at + 1, base, newline)
+    return _ascii_whitespace_end(whitespace, newline, high, at, base)
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _ascii_digits_end(digit, high, start):
-    """\\p{N}{1,3} from bit 0, or -1 where a non-ASCII byte (maybe a digit) follows fewer than three."""
-    end = min(_run_end(digit, 0), 3)
-    return -1 if end < 3 and _bit(high, end) else start + end
+def _ascii_digits_end(digit, high, at, base):
+    """\\p{N}{1,3} from bit ``at``, or -1 where a non-ASCII byte (maybe a digit) follows fewer than three."""
+    end = min(_run_end(digit, at), at + 3)
+    return -1 if end < at + 3 and _bit(high, end) else base + end
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _o200k_ascii_word_end(data, start, masks, at):
+def _o200k_ascii_word_end(data, base, masks, at):
     """``_o200k_word_end`` and ``_o200k_suffix_end`` from bit ``at`` (a letter) on the window's masks, or -1."""
     high, _, upper, lower, _, _, _, apostrophe, _ = masks
     end = _run_end(upper, at)
@@ -630,59 +630,70 @@ def _o200k_ascii_word_end(data, start, masks, at):
             return -1
         end = lowers_end
     if not _bit(apostrophe, end):
-        return start + end
+        return base + end
     if end + 3 > WINDOW:
         return -1
-    suffix_end = _ascii_contraction_end(data, start + end + 1)
+    suffix_end = _ascii_contraction_end(data, base + end + 1)
     if suffix_end == -2:
         return -1
-    return suffix_end if suffix_end >= 0 else start + end
+    return suffix_end if suffix_end >= 0 else base + end
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _o200k_ascii_end(data, start, masks):
-    """``_o200k_span_end`` on the window's masks, or -1."""
+def _o200k_ascii_end(data, base, at, masks):
+    """``_o200k_span_end`` at bit ``at`` of the window's masks, or -1."""
     high, letter, _, _, digit, whitespace, newline, _, slash = masks
-    if _bit(high, 0) or _bit(high, 1):
+    if _bit(high, at) or _bit(high, at + 1):
         return -1
-    if _bit(letter, 0):
-        return _o200k_ascii_word_end(data, start, masks, 0)
-    if _bit(digit, 0):
-        return _ascii_digits_end(digit, high, start)
-    if not _bit(newline, 0) and _bit(letter, 1):
-        return _o200k_ascii_word_end(data, start, masks, 1)
-    if not _bit(whitespace, 0):
-        return _ascii_symbols_end(masks, 0, start, newline | slash)
-    if data[start] == 0x20 and not _bit(letter | digit | whitespace, 1):
-        return _ascii_symbols_end(masks, 1, start, newline | slash)
-    return _ascii_whitespace_end(whitespace, newline, high, start, True)
+    if _bit(letter, at):
+        return _o200k_ascii_word_end(data, base, masks, at)
+    if _bit(digit, at):
+        return _ascii_digits_end(digit, high, at, base)
+    if not _bit(newline, at) and _bit(letter, at + 1):
+        return _o200k_ascii_word_end(data, base, masks, at + 1)
+    if not _bit(whitespace, at):
+        return _ascii_symbols_end(masks, at, base, newline | slash)
+    if data[base + at] == 0x20 and not _bit(letter | digit | whitespace, at + 1):
+        return _ascii_symbols_end(masks, at + 1, base, newline | slash)
+    return _ascii_whitespace_end(whitespace, newline, high, at, base)
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def ascii_span_end(data, start, stop, pattern_id):
-    """The end of the span at ``start`` where ASCII bytes within 64 bytes decide it, else -1 (cl100k and o200k;
-    -1 for r50k and within 64 bytes of ``stop``, which must be at most len(data))."""
-    if start + WINDOW > stop:
-        return -1
+def ascii_span_end(data, base, at, masks, pattern_id):
+    """The end of the span at data[base + at] where the ASCII bytes of the window data[base:base + 64] (``masks``:
+    ``ascii_masks(data, base)``) decide it, else -1 (always for r50k). ``at`` is at most ``REUSE_LIMIT``."""
     if pattern_id == CL100K:
-        return _cl100k_ascii_end(data, start, ascii_masks(data, start))
+        return _cl100k_ascii_end(data, base, at, masks)
     if pattern_id == O200K:
-        return _o200k_ascii_end(data, start, ascii_masks(data, start))
+        return _o200k_ascii_end(data, base, at, masks)
     return -1
+
+
+REUSE_LIMIT = WINDOW - 16  # a window serves the spans that start in its first 48 bytes
 
 
 @njit(cache=True, nogil=True, _nrt=False)
 def fill_span_ends_fast(data, classes, start, stop, pattern_id, tables, ends, classified):
     """``fill_span_ends`` over the bytes: ``ascii_span_end`` where it answers, else the state machine, whose
     ``classes`` are written (``classify_characters``) from the first span that needs them to ``stop``.
-    ``classified`` is where valid classes begin (``stop`` at a text's first call). Returns (count, classified)."""
+    ``classified`` is where valid classes begin (``stop`` at a text's first call). Returns (count, classified).
+    A window's masks serve the spans that start in its first ``REUSE_LIMIT`` bytes, then one at the next span's
+    start is read (only where 64 bytes of the text remain)."""
     if start < 0 or stop > data.shape[0] or stop > classes.shape[0] or start > stop:
         raise ValueError("span range outside the arrays")
     count = 0
     pos = start
     batch = 1  # spans asked of the state machine at once: doubled while the fast path keeps failing
+    base = -WINDOW  # the window's start: none read yet
+    masks = (_NONE, _NONE, _NONE, _NONE, _NONE, _NONE, _NONE, _NONE, _NONE)
     while pos < stop and count < ends.shape[0]:
-        end = ascii_span_end(data, pos, stop, pattern_id)
+        end = -1
+        if pos - base <= REUSE_LIMIT:
+            end = ascii_span_end(data, base, pos - base, masks, pattern_id)
+        if end < 0 and pos != base and pos + WINDOW <= stop:  # a window from this span's start sees further
+            base = pos
+            masks = ascii_masks(data, base)
+            end = ascii_span_end(data, base, 0, masks, pattern_id)
         if end >= 0:
             ends[count] = end
             count += 1
