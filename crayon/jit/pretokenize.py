@@ -659,7 +659,7 @@ def _o200k_ascii_end(data, base, at, masks):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def ascii_span_end(data, base, at, masks, pattern_id):
+def window_span_end(data, base, at, masks, pattern_id):
     """The end of the span at data[base + at] where the ASCII bytes of the window data[base:base + 64] (``masks``:
     ``ascii_masks(data, base)``) decide it, else -1 (always for r50k). ``at`` is at most ``REUSE_LIMIT``."""
     if pattern_id == CL100K:
@@ -674,7 +674,7 @@ REUSE_LIMIT = WINDOW - 16  # a window serves the spans that start in its first 4
 
 @njit(cache=True, nogil=True, _nrt=False)
 def fill_span_ends_fast(data, classes, start, stop, pattern_id, tables, ends, classified):
-    """``fill_span_ends`` over the bytes: ``ascii_span_end`` where it answers, else the state machine, whose
+    """``fill_span_ends`` over the bytes: ``window_span_end`` where it answers, else the state machine, whose
     ``classes`` are written (``classify_characters``) from the first span that needs them to ``stop``.
     ``classified`` is where valid classes begin (``stop`` at a text's first call). Returns (count, classified).
     A window's masks serve the spans that start in its first ``REUSE_LIMIT`` bytes, then one at the next span's
@@ -689,11 +689,11 @@ def fill_span_ends_fast(data, classes, start, stop, pattern_id, tables, ends, cl
     while pos < stop and count < ends.shape[0]:
         end = -1
         if pos - base <= REUSE_LIMIT:
-            end = ascii_span_end(data, base, pos - base, masks, pattern_id)
+            end = window_span_end(data, base, pos - base, masks, pattern_id)
         if end < 0 and pos != base and pos + WINDOW <= stop:  # a window from this span's start sees further
             base = pos
             masks = ascii_masks(data, base)
-            end = ascii_span_end(data, base, 0, masks, pattern_id)
+            end = window_span_end(data, base, 0, masks, pattern_id)
         if end >= 0:
             ends[count] = end
             count += 1
