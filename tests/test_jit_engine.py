@@ -3,6 +3,7 @@ a token (exactness against tiktoken on every backend: test_differential.py)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import crayon
@@ -90,3 +91,35 @@ def test_short_calls_equal_the_array_path(pair):
         expected = reference.encode_ordinary(text)
         assert engine.encode_ordinary(text) == expected
         assert engine.encode_ordinary_array(text).tolist() == expected
+
+
+@pytest.mark.parametrize("kernels", ["aot", "numba"])
+def test_id_lists_share_the_id_objects_and_count_references(kernels):
+    """``id_list`` gives ``tolist``'s list, its items the shared id objects, each reference counted once (no
+    leak, no early free), and refuses an id outside the vocabulary."""
+    import sys
+
+    from crayon.errors import CartridgeError
+    from crayon.jit.engine import JitEngine
+    from crayon.jit.id_lists import id_list, object_addresses
+    from crayon.jit.tables import id_objects
+
+    tok = crayon.load("cl100k_base", backend="jit")
+    engine = JitEngine(tok, tables=tok.tables, kernels=kernels)
+    objects = id_objects(1000)
+    pair = object_addresses(objects)
+    tokens = np.array([999, 400, 505, 505, 300, 999] * 50, np.uint32)  # no small int, which Python shares
+    before = [sys.getrefcount(objects[i]) for i in (400, 505, 300, 999)]
+    ids = id_list(engine.kernels.id_list_kernel, tokens, pair)
+    assert ids == tokens.tolist() and all(ids[i] is objects[tokens[i]] for i in range(len(ids)))
+    assert sys.getrefcount(ids) == 2  # ``ids`` and the call's argument
+    grown = [sys.getrefcount(objects[i]) for i in (400, 505, 300, 999)]
+    assert [g - b for g, b in zip(grown, before)] == [50, 100, 50, 100]
+    del ids
+    assert [sys.getrefcount(objects[i]) for i in (400, 505, 300, 999)] == before
+    assert id_list(engine.kernels.id_list_kernel, np.zeros(0, np.uint32), pair) == []
+    with pytest.raises(CartridgeError, match="outside the vocabulary"):
+        id_list(engine.kernels.id_list_kernel, np.array([1, 2, 1000], np.uint32), pair)
+    assert [sys.getrefcount(objects[i]) for i in (400, 505, 300, 999)] == before
+    text = corpus_text("multilingual.txt", 20_000)
+    assert engine.encode_ordinary(text) == engine.encode_ordinary_array(text).tolist()

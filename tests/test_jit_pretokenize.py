@@ -15,11 +15,21 @@ from strategies import FRAGMENTS, tokenizer_text
 
 from crayon.errors import UnsupportedComponentError
 from crayon.jit.pretokenize import (
+    APOSTROPHE,
     BLOCK_SHIFT,
     BLOCK_SIZE,
     CODE_POINTS,
+    CR,
+    LETTER,
+    LF,
+    LOWER_LIKE,
+    NUMBER,
     PATTERN_IDS,
+    SLASH,
     TABLE_FILE,
+    UPPER_LIKE,
+    WINDOW,
+    ascii_masks,
     classify_characters,
     fill_span_ends,
     split_spans,
@@ -27,6 +37,7 @@ from crayon.jit.pretokenize import (
     span_ends,
     unicode_tables,
 )
+from crayon.jit import pretokenize as jit_pretokenize
 from crayon.patterns import PATTERNS
 from crayon.reference.pretokenize import compile_pattern, split
 from tools.gen_unicode_tables import build_tables
@@ -219,3 +230,57 @@ def test_fill_span_ends_in_small_chunks(pattern):
         ends.extend(buffer[:count])
         pos = ends[-1]
     assert np.array_equal(ends, split_spans_kernel(data, 0, data.size, PATTERN_IDS[pattern], tables))
+
+
+@njit  # not cached, as above
+def window_masks(data):
+    return ascii_masks(data, 0)
+
+
+def test_ascii_masks_agree_with_the_tables():
+    """The fast path's classes of ASCII bytes are the tables' (and every byte >= 0x80 is non-ASCII)."""
+    block_index, block_classes, class_properties = unicode_tables()
+    ascii_block = int(block_index[0]) << BLOCK_SHIFT
+    properties = class_properties[block_classes[ascii_block : ascii_block + 128]]
+    bits = [None, LETTER, UPPER_LIKE, LOWER_LIKE, NUMBER, jit_pretokenize.WHITESPACE, CR | LF, APOSTROPHE, SLASH]
+    for first in range(0, 256, WINDOW):
+        data = np.arange(first, first + WINDOW, dtype=np.uint8)
+        for mask, bit in zip(window_masks(data), bits):
+            for i, byte in enumerate(data):
+                expected = byte >= 0x80 if bit is None else byte < 0x80 and bool(int(properties[byte]) & bit)
+                assert bool((int(mask) >> i) & 1) == expected, (hex(byte), bit)
+
+
+long_text = st.lists(
+    st.one_of(
+        st.sampled_from(FRAGMENTS + WHITESPACE),
+        st.sampled_from(["'", "'s", "'ſ", "'lL", "'Ve", "'x", "/", "\n/", "ab", "AB", "Ab", "aB", "12", "1234"]),
+        st.text(alphabet="aZ1 '\n\r\t!/", min_size=1, max_size=70),
+        st.characters(codec="utf-8"),
+    ),
+    min_size=20, max_size=80,
+).map("".join)
+
+
+@pytest.mark.parametrize("pattern", PATTERN_NAMES)
+@settings(max_examples=300, deadline=None)
+@given(text=long_text)
+def test_ascii_fast_path_on_long_text(pattern, text):
+    """Texts long enough for the 64-byte window of the fast path, which hands every doubtful span to the state
+    machine: ASCII and non-ASCII mixed at every distance."""
+    assert_same_spans(text, pattern)
+
+
+@pytest.mark.parametrize("pattern", ["cl100k_base", "o200k_base"])
+def test_ascii_fast_path_beside_every_class(pattern):
+    """One or two representatives of every class between ASCII contexts, followed by enough text for the fast
+    path's window (a run of 64 letters, spaces ... also fills the window)."""
+    chosen = representatives()
+    befores, afters = ["", "a", "A", " ", "1", "'", "!", "\n"], ["a" * 70, " x" * 35, "!" * 70, "\n " * 35, "1" * 70]
+    texts = [before + char + after for char in chosen for before in befores for after in afters]
+    texts += [first + second + after for first in chosen for second in chosen for after in afters[:2]]
+    compiled = compile_pattern(PATTERNS[pattern])
+    for text in texts:
+        expected = np.cumsum([len(piece.encode()) for piece in compiled.findall(text)])
+        actual = span_ends(text.encode(), pattern)
+        assert np.array_equal(actual, expected), (pattern, text, compiled.findall(text))

@@ -66,6 +66,8 @@ SIGNATURES = {
     "encode_spans_kernel": (TEXT, _array("i8"), BPE_TABLES, INT, *BUFFERS, _array("u4")),
     # (data): the first invalid UTF-8 byte, or -1 (the dataset pipeline checks a batch without the GIL)
     "utf8_error_kernel": (TEXT,),
+    # (tokens, addresses of the id objects): a list's address (crayon.jit.id_lists)
+    "id_list_kernel": (_array("u4"), _array("u8", writable=False)),
 }
 WORD_BAG = (_array("u1"), _array("i8", 2), _array("i8"), _array("i8"))  # word bytes, word rows, table, sizes
 TRAINING_SIGNATURES = {

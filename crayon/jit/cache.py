@@ -48,14 +48,11 @@ def new_piece_cache(n_buckets: int = DEFAULT_BUCKETS) -> np.ndarray:
 @njit(cache=True, _nrt=False, inline="always")
 def piece_key(data, start, end):
     """data[start:end] (at most 16 bytes) as two little-endian words."""
-    if LITTLE_ENDIAN and start >= 0 and start + 16 <= data.shape[0]:  # two loads, no loop over the bytes
+    if LITTLE_ENDIAN and start >= 0 and start + 16 <= data.shape[0]:  # two loads and masks, no branch on the length
         length = end - start
-        low = load_word(data, start)
-        if length < 8:
-            return low & (_ALL_BITS >> np.uint64(64 - 8 * length)), np.uint64(0)
-        if length == 8:
-            return low, np.uint64(0)
-        return low, load_word(data, start + 8) & (_ALL_BITS >> np.uint64(128 - 8 * length))
+        low = load_word(data, start) & (_ALL_BITS >> np.uint64(64 - 8 * min(length, 8)))
+        high = load_word(data, start + 8) & (_ALL_BITS >> np.uint64(128 - 8 * max(length, 9)))
+        return low, high if length > 8 else np.uint64(0)
     low = np.uint64(0)
     high = np.uint64(0)
     for i in range(min(end, start + 8) - 1, start - 1, -1):
@@ -88,6 +85,10 @@ def cache_lookup(cache, low, high, length, row, out, n):
             if count > MAX_PIECE_TOKENS:
                 return -1
             out[n] = meta >> _U32
+            if n + MAX_PIECE_TOKENS <= out.shape[0]:  # all three words, whatever the count: no branch on it
+                out[n + 1] = cache[slot, 3] & _LOW32
+                out[n + 2] = cache[slot, 3] >> _U32
+                return n + count
             if count > 1:
                 out[n + 1] = cache[slot, 3] & _LOW32
             if count > 2:

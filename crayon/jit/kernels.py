@@ -15,8 +15,8 @@ is faster on non-ASCII text (multilingual.txt: 1.6x the heap encoder; its spans 
 O(n) on a long span. The engine uses the heap encoder, with a note in ``backtrack_violation``, for a vocabulary
 where backtracking is not exact.
 
-``encode_docs_kernel``, ``encode_spans_kernel`` and ``utf8_error_kernel`` (``crayon.jit.pretokenize``) are the
-entry kernels: ``crayon.jit.engine`` calls them, as numba dispatchers or compiled ahead of time from this module
+``encode_docs_kernel``, ``encode_spans_kernel``, ``utf8_error_kernel`` (``crayon.jit.pretokenize``) and
+``id_list_kernel`` (``crayon.jit.id_lists``: the tokens as a Python list) are the entry kernels: ``crayon.jit.engine`` calls them, as numba dispatchers or compiled ahead of time from this module
 by ``crayon.jit.aot``. The GPU engine runs ``encode_span_into`` per thread.
 """
 
@@ -26,18 +26,20 @@ from crayon.jit.backtrack import backtrack_span
 from crayon.jit.bpe import heap_merge, merge_loop, vocab_lookup, write_byte_tokens
 from crayon.jit.cache import (cache_lookup, cache_store, is_ascii, long_cache_keeps, long_cache_lookup, long_cache_store,
                               long_piece_row, piece_key, piece_row, prefetch_piece, short_token_lookup)
+from crayon.jit.id_lists import id_list_kernel
 from crayon.jit.lazy import njit
-from crayon.jit.pretokenize import classify_characters, fill_span_ends, utf8_error_kernel
+from crayon.jit.pretokenize import fill_span_ends_fast, utf8_error_kernel
 from crayon.jit.status import NEED_SCRATCH, NO_PROGRESS, UNKNOWN_BYTE
 from crayon.reference.cache import LONG_PIECE_BYTES, LONGER_PIECE_BYTES, MAX_PIECE_BYTES, MAX_PIECE_TOKENS
 
-__all__ = ["ENCODERS", "encode_span_into", "encode_docs_kernel", "encode_spans_kernel", "utf8_error_kernel"]
+__all__ = ["ENCODERS", "encode_span_into", "encode_docs_kernel", "encode_spans_kernel", "utf8_error_kernel",
+           "id_list_kernel"]
 
 MERGE_LOOP, HEAP, BACKTRACK = 0, 1, 2
 ENCODERS = {"merge_loop": MERGE_LOOP, "heap": HEAP, "backtrack": BACKTRACK}
 SHORT_SPAN = 16
 SPAN_BATCH = 256  # span ends found per call of the pre-tokenizer
-PREFETCH_DISTANCE = 3  # prefetch the lookups of the span this far ahead (of 1, 2 and 3, 3 measured best)
+PREFETCH_DISTANCE = 8  # prefetch the lookups of the span this far ahead (of 3, 8 and 16, 8 measured best)
 
 
 @njit(cache=True, _nrt=False)
@@ -125,9 +127,10 @@ def encode_docs_kernel(data, doc_offsets, last_doc, pattern_id, char_tables, bpe
     doc, pos, n, before = resume[0], resume[1], resume[2], resume[3]
     while doc < last_doc:
         text = data[doc_offsets[doc] : doc_offsets[doc + 1]]
-        classify_characters(text, 0, text.shape[0], char_tables, classes)
+        classified = text.shape[0]
         while pos < text.shape[0]:
-            found = fill_span_ends(classes, pos, text.shape[0], pattern_id, char_tables, ends)
+            found, classified = fill_span_ends_fast(text, classes, pos, text.shape[0], pattern_id, char_tables, ends,
+                                                    classified)
             for i in range(found):
                 if i + PREFETCH_DISTANCE < found:
                     ahead = i + PREFETCH_DISTANCE

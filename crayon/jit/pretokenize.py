@@ -7,7 +7,9 @@ Two passes: ``classify_characters`` decodes the UTF-8 and writes one class entry
 tables generated from the ``regex`` module by ``tools/gen_unicode_tables.py`` (package data
 ``crayon/data/unicode_classes.npz``: a two-level table maps a code point to one of a few classes, each with a
 word of property bits such as ``LETTER`` or ``WHITESPACE``); ``fill_span_ends`` then runs the pattern's state
-machine over those entries.
+machine over those entries. ``fill_span_ends_fast`` (what the encoding kernels call) first tries the ASCII fast
+path at the end of this module, bit masks of the 64 bytes ahead, and classifies characters only from the first
+span that path leaves to the state machine.
 
 Invalid UTF-8: a byte that does not start a valid sequence (by Python's strict decoder rules) is one
 character with no property bits, like punctuation. The spans are then those of the regex on
@@ -37,7 +39,7 @@ from importlib import resources
 import numpy as np
 
 from crayon.errors import CrayonError, UnsupportedComponentError
-from crayon.jit.lazy import njit
+from crayon.jit.lazy import intrinsic, njit
 from crayon.patterns import pattern_name
 
 R50K, CL100K, O200K = 0, 1, 2
@@ -436,6 +438,280 @@ def fill_span_ends(classes, start, stop, pattern_id, tables, ends):
     return count
 
 
+# The ASCII fast path. Where the bytes that decide a span are ASCII, its end follows from bit masks of the 64
+# bytes from its start (one vector compare per class, no loop over the bytes): a run ends at a count of trailing
+# zeros, so a word costs no branch per letter and no mispredicted loop exit. Wherever a byte >= 0x80 could change
+# the answer, or the window is too short, the state machines above decide (``fill_span_ends_fast``). ASCII's
+# classes, as the tables have them (tests check): \p{L} = [A-Za-z], \p{N} = [0-9], \s = [\t\n\v\f\r ]; every
+# other ASCII byte is [^\s\p{L}\p{N}].
+
+WINDOW = 64
+_NONE = np.uint64(0)
+_ONE = np.uint64(1)
+
+
+@intrinsic
+def ascii_masks(typingctx, data, index):
+    """Bit masks of the 64 bytes data[index:index + 64] (bit i: byte index + i): ``(non-ASCII, letter, upper,
+    lower, digit, whitespace, newline, apostrophe, slash)``; the caller checks that index + 64 <= len(data)."""
+    from llvmlite import ir
+    from numba.core import cgutils, types
+
+    def codegen(context, builder, signature, args):
+        array_type, index_type = signature.args
+        array = context.make_array(array_type)(context, builder, args[0])
+        index = context.cast(builder, args[1], index_type, types.intp)
+        pointer = cgutils.get_item_pointer(context, builder, array_type, array, [index])
+        vector_type = ir.VectorType(ir.IntType(8), WINDOW)
+        vector = builder.load(builder.bitcast(pointer, vector_type.as_pointer()), align=1)
+
+        def splat(value):
+            return ir.Constant(vector_type, [ir.Constant(ir.IntType(8), value)] * WINDOW)
+
+        def in_range(low, size, of=vector):  # low <= byte < low + size: one unsigned compare
+            return builder.icmp_unsigned("<", builder.sub(of, splat(low)), splat(size))
+
+        def equal(value):
+            return builder.icmp_unsigned("==", vector, splat(value))
+
+        bits = [
+            builder.icmp_signed("<", vector, splat(0)),  # >= 0x80
+            in_range(0x61, 26, builder.or_(vector, splat(0x20))),  # [A-Za-z]
+            in_range(0x41, 26),
+            in_range(0x61, 26),
+            in_range(0x30, 10),
+            builder.or_(in_range(0x09, 5), equal(0x20)),
+            builder.or_(equal(0x0A), equal(0x0D)),
+            equal(0x27),
+            equal(0x2F),
+        ]
+        masks = [builder.bitcast(b, ir.IntType(WINDOW)) for b in bits]
+        return context.make_tuple(builder, signature.return_type, masks)
+
+    return types.UniTuple(types.uint64, 9)(data, index), codegen
+
+
+@intrinsic
+def trailing_zeros(typingctx, word):
+    """The number of trailing zero bits of a nonzero uint64 (one instruction)."""
+    from llvmlite import ir
+    from numba.core import cgutils, types
+
+    def codegen(context, builder, signature, args):
+        function = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.IntType(64), [ir.IntType(64), ir.IntType(1)]), "llvm.cttz.i64")
+        return builder.call(function, [args[0], ir.Constant(ir.IntType(1), 1)])
+
+    return types.int64(types.uint64), codegen
+
+
+@intrinsic
+def leading_zeros(typingctx, word):
+    """The number of leading zero bits of a nonzero uint64 (one instruction)."""
+    from llvmlite import ir
+    from numba.core import cgutils, types
+
+    def codegen(context, builder, signature, args):
+        function = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.IntType(64), [ir.IntType(64), ir.IntType(1)]), "llvm.ctlz.i64")
+        return builder.call(function, [args[0], ir.Constant(ir.IntType(1), 1)])
+
+    return types.int64(types.uint64), codegen
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _run_end(mask, at):
+    """The first bit from ``at`` (0 <= at < 64) not set in ``mask``: where a run ends; 64 if it fills the window."""
+    rest = ~mask >> np.uint64(at)
+    if rest == _NONE:
+        return WINDOW
+    return at + trailing_zeros(rest)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _bit(mask, at):
+    return (mask >> np.uint64(at)) & _ONE != _NONE
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _ascii_contraction_end(data, at):
+    """(?i:[sdmt]|ll|ve|re) at data[at] (at + 2 within the window): its end; -1 where it does not match; -2 where
+    a byte outside ASCII decides (it may fold to one of the letters)."""
+    if data[at] >= 0x80:
+        return -2
+    first = np.int64(data[at]) | 0x20  # a letter's lower case; no other byte becomes one of these letters
+    if first == 0x73 or first == 0x64 or first == 0x6D or first == 0x74:
+        return at + 1
+    if first != 0x6C and first != 0x76 and first != 0x72:
+        return -1
+    if data[at + 1] >= 0x80:
+        return -2
+    second = np.int64(data[at + 1]) | 0x20
+    if (first == 0x6C and second == 0x6C) or (first != 0x6C and second == 0x65):
+        return at + 2
+    return -1
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _ascii_run(mask, high, at, start):
+    """start + the end of the run of ``mask`` from bit ``at``, or -1 where it fills the window or a non-ASCII
+    byte follows (which may go on with it)."""
+    end = _run_end(mask, at)
+    if end == WINDOW or _bit(high, end):
+        return -1
+    return start + end
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _ascii_whitespace_end(whitespace, newline, high, at, base):
+    """The whitespace alternatives of cl100k and o200k at bit ``at`` (\\s*[\\r\\n], \\s+(?!\\S), \\s): a run that holds a
+    newline ends after its last one; else all of a one-character run, else all but its last character. -1 where
+    the run fills the window or a non-ASCII byte (U+0085, U+00A0) may go on with it."""
+    end = _run_end(whitespace, at)
+    if end == WINDOW or _bit(high, end):
+        return -1
+    newlines = (newline >> np.uint64(at)) & ((_ONE << np.uint64(end - at)) - _ONE)
+    if newlines != _NONE:
+        return base + at + WINDOW - leading_zeros(newlines)
+    return base + (end if end == at + 1 else end - 1)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _ascii_symbols_end(masks, at, base, trailing):
+    """base + the end of [^\\s\\p{L}\\p{N}]++ from bit ``at`` and the run of ``trailing`` after it, or -1."""
+    high, letter, _, _, digit, whitespace, _, _, _ = masks
+    end = _run_end(~(letter | digit | whitespace | high), at)
+    if end == WINDOW or _bit(high, end):
+        return -1
+    end = _run_end(trailing, end)
+    return -1 if end == WINDOW else base + end
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _cl100k_ascii_end(data, base, at, masks):
+    """``_cl100k_span_end`` at bit ``at`` of the window's masks, or -1."""
+    high, letter, _, _, digit, whitespace, newline, apostrophe, _ = masks
+    if _bit(high, at) or _bit(high, at + 1):
+        return -1
+    if _bit(apostrophe, at):
+        end = _ascii_contraction_end(data, base + at + 1)
+        if end != -1:
+            return end if end >= 0 else -1
+    if _bit(letter, at):
+        return _ascii_run(letter, high, at, base)
+    if _bit(digit, at):
+        return _ascii_digits_end(digit, high, at, base)
+    if _bit(letter, at + 1) and not _bit(newline, at):
+        return _ascii_run(letter, high, at + 1, base)
+    if not _bit(whitespace, at):
+        return _ascii_symbols_end(masks, at, base, newline)
+    if data[base + at] == 0x20 and not _bit(letter | digit | whitespace, at + 1):
+        return _ascii_symbols_end(masks, at + 1, base, newline)
+    return _ascii_whitespace_end(whitespace, newline, high, at, base)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _ascii_digits_end(digit, high, at, base):
+    """\\p{N}{1,3} from bit ``at``, or -1 where a non-ASCII byte (maybe a digit) follows fewer than three."""
+    end = min(_run_end(digit, at), at + 3)
+    return -1 if end < at + 3 and _bit(high, end) else base + end
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _o200k_ascii_word_end(data, base, masks, at):
+    """``_o200k_word_end`` and ``_o200k_suffix_end`` from bit ``at`` (a letter) on the window's masks, or -1."""
+    high, _, upper, lower, _, _, _, apostrophe, _ = masks
+    end = _run_end(upper, at)
+    if end == WINDOW or _bit(high, end):
+        return -1
+    lowers_end = _run_end(lower, end)
+    if lowers_end > end:
+        if lowers_end == WINDOW or _bit(high, lowers_end):
+            return -1
+        end = lowers_end
+    if not _bit(apostrophe, end):
+        return base + end
+    if end + 3 > WINDOW:
+        return -1
+    suffix_end = _ascii_contraction_end(data, base + end + 1)
+    if suffix_end == -2:
+        return -1
+    return suffix_end if suffix_end >= 0 else base + end
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _o200k_ascii_end(data, base, at, masks):
+    """``_o200k_span_end`` at bit ``at`` of the window's masks, or -1."""
+    high, letter, _, _, digit, whitespace, newline, _, slash = masks
+    if _bit(high, at) or _bit(high, at + 1):
+        return -1
+    if _bit(letter, at):
+        return _o200k_ascii_word_end(data, base, masks, at)
+    if _bit(digit, at):
+        return _ascii_digits_end(digit, high, at, base)
+    if not _bit(newline, at) and _bit(letter, at + 1):
+        return _o200k_ascii_word_end(data, base, masks, at + 1)
+    if not _bit(whitespace, at):
+        return _ascii_symbols_end(masks, at, base, newline | slash)
+    if data[base + at] == 0x20 and not _bit(letter | digit | whitespace, at + 1):
+        return _ascii_symbols_end(masks, at + 1, base, newline | slash)
+    return _ascii_whitespace_end(whitespace, newline, high, at, base)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def window_span_end(data, base, at, masks, pattern_id):
+    """The end of the span at data[base + at] where the ASCII bytes of the window data[base:base + 64] (``masks``:
+    ``ascii_masks(data, base)``) decide it, else -1 (always for r50k). ``at`` is at most ``REUSE_LIMIT``."""
+    if pattern_id == CL100K:
+        return _cl100k_ascii_end(data, base, at, masks)
+    if pattern_id == O200K:
+        return _o200k_ascii_end(data, base, at, masks)
+    return -1
+
+
+REUSE_LIMIT = WINDOW - 16  # a window serves the spans that start in its first 48 bytes
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def fill_span_ends_fast(data, classes, start, stop, pattern_id, tables, ends, classified):
+    """``fill_span_ends`` over the bytes: ``window_span_end`` where it answers, else the state machine, whose
+    ``classes`` are written (``classify_characters``) from the first span that needs them to ``stop``.
+    ``classified`` is where valid classes begin (``stop`` at a text's first call). Returns (count, classified).
+    A window's masks serve the spans that start in its first ``REUSE_LIMIT`` bytes, then one at the next span's
+    start is read (only where 64 bytes of the text remain)."""
+    if start < 0 or stop > data.shape[0] or stop > classes.shape[0] or start > stop:
+        raise ValueError("span range outside the arrays")
+    count = 0
+    pos = start
+    batch = 1  # spans asked of the state machine at once: doubled while the fast path keeps failing
+    base = -WINDOW  # the window's start: none read yet
+    masks = (_NONE, _NONE, _NONE, _NONE, _NONE, _NONE, _NONE, _NONE, _NONE)
+    while pos < stop and count < ends.shape[0]:
+        end = -1
+        if pos - base <= REUSE_LIMIT:
+            end = window_span_end(data, base, pos - base, masks, pattern_id)
+        if end < 0 and pos != base and pos + WINDOW <= stop:  # a window from this span's start sees further
+            base = pos
+            masks = ascii_masks(data, base)
+            end = window_span_end(data, base, 0, masks, pattern_id)
+        if end >= 0:
+            ends[count] = end
+            count += 1
+            pos = end
+            batch = 1
+            continue
+        if pos < classified:
+            classify_characters(data, pos, stop, tables, classes)
+            classified = pos
+        found = fill_span_ends(classes, pos, stop, pattern_id, tables, ends[count : min(count + batch, ends.shape[0])])
+        if found == 0:
+            break
+        count += found
+        pos = ends[count - 1]
+        batch = 2 * batch
+    return count, classified
+
+
 @njit(cache=True, nogil=True)
 def split_spans_kernel(data, start, stop, pattern_id, tables):
     """End offsets (int64) of the spans of the text data[start:stop]; span i is data[ends[i-1]:ends[i]]."""
@@ -443,14 +719,15 @@ def split_spans_kernel(data, start, stop, pattern_id, tables):
         raise ValueError("span range outside the data")
     text = data[start:stop]
     classes = np.empty(text.shape[0], np.uint8)
-    classify_characters(text, 0, text.shape[0], tables, classes)
     ends = np.empty(text.shape[0] // 4 + 16, np.int64)
-    count = fill_span_ends(classes, 0, text.shape[0], pattern_id, tables, ends)
+    count, classified = fill_span_ends_fast(text, classes, 0, text.shape[0], pattern_id, tables, ends, text.shape[0])
     while count == ends.shape[0] and ends[count - 1] < text.shape[0]:
         grown = np.empty(2 * count, np.int64)
         grown[:count] = ends
         ends = grown
-        count += fill_span_ends(classes, ends[count - 1], text.shape[0], pattern_id, tables, ends[count:])
+        found, classified = fill_span_ends_fast(text, classes, ends[count - 1], text.shape[0], pattern_id, tables,
+                                                ends[count:], classified)
+        count += found
     return ends[:count] + start
 
 

@@ -1,0 +1,149 @@
+"""Python lists of token ids built in one compiled pass (``id_list_kernel``), each id the shared int object of
+``crayon.jit.tables.id_objects``.
+
+``id_objects(n).take(tokens).tolist()`` touches every id's int object three times (take and tolist each add a
+reference, freeing the taken array drops one) through a temporary object array; ``id_list_kernel`` makes the list
+and adds each reference once. It calls CPython's C API (``PyList_New``, ``Py_IncRef``, ``PyList_SetItem``) with
+the GIL, which it takes itself (``PyGILState_Ensure``): the compiled kernels are called with the GIL released.
+``id_list`` is the Python side: the list's address comes back as an integer and becomes the list object here.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import numpy as np
+
+from crayon.errors import CartridgeError
+from crayon.jit.lazy import intrinsic, njit
+
+__all__ = ["id_list", "id_list_kernel", "object_addresses"]
+
+NO_MEMORY, BAD_ID = -1, 0  # id_list_kernel's failures (a list's address is neither)
+
+
+def _c_function(builder, name, result, arguments):
+    from llvmlite import ir
+    from numba.core import cgutils
+
+    return cgutils.get_or_insert_function(builder.module, ir.FunctionType(result, arguments), name)
+
+
+@intrinsic
+def _gil_ensure(typingctx):
+    from llvmlite import ir
+    from numba.core import types
+
+    def codegen(context, builder, signature, args):
+        state = builder.call(_c_function(builder, "PyGILState_Ensure", ir.IntType(32), []), [])
+        return builder.zext(state, ir.IntType(64))
+
+    return types.int64(), codegen
+
+
+@intrinsic
+def _gil_release(typingctx, state):
+    from llvmlite import ir
+    from numba.core import types
+
+    def codegen(context, builder, signature, args):
+        release = _c_function(builder, "PyGILState_Release", ir.VoidType(), [ir.IntType(32)])
+        builder.call(release, [builder.trunc(args[0], ir.IntType(32))])
+        return context.get_dummy_value()
+
+    return types.void(types.int64), codegen
+
+
+@intrinsic
+def _new_list(typingctx, size):
+    """PyList_New(size) as an address; 0 with the error cleared where it fails (no memory)."""
+    from llvmlite import ir
+    from numba.core import types
+
+    def codegen(context, builder, signature, args):
+        pointer = ir.IntType(8).as_pointer()
+        made = builder.call(_c_function(builder, "PyList_New", pointer, [ir.IntType(64)]), [args[0]])
+        with builder.if_then(builder.icmp_unsigned("==", made, ir.Constant(pointer, None)), likely=False):
+            builder.call(_c_function(builder, "PyErr_Clear", ir.VoidType(), []), [])
+        return builder.ptrtoint(made, ir.IntType(64))
+
+    return types.int64(types.int64), codegen
+
+
+@intrinsic
+def _set_shared_item(typingctx, list_address, index, item_address):
+    """list[index] = the object at ``item_address``, with a new reference to it (the list's slot was empty)."""
+    from llvmlite import ir
+    from numba.core import types
+
+    def codegen(context, builder, signature, args):
+        pointer = ir.IntType(8).as_pointer()
+        item = builder.inttoptr(args[2], pointer)
+        builder.call(_c_function(builder, "Py_IncRef", ir.VoidType(), [pointer]), [item])
+        set_item = _c_function(builder, "PyList_SetItem", ir.IntType(32), [pointer, ir.IntType(64), pointer])
+        builder.call(set_item, [builder.inttoptr(args[0], pointer), args[1], item])
+        return context.get_dummy_value()
+
+    return types.void(types.int64, types.int64, types.uint64), codegen
+
+
+@intrinsic
+def _drop(typingctx, address):
+    """Py_DecRef of the object at ``address``."""
+    from llvmlite import ir
+    from numba.core import types
+
+    def codegen(context, builder, signature, args):
+        pointer = ir.IntType(8).as_pointer()
+        builder.call(_c_function(builder, "Py_DecRef", ir.VoidType(), [pointer]), [builder.inttoptr(args[0], pointer)])
+        return context.get_dummy_value()
+
+    return types.void(types.int64), codegen
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def id_list_kernel(tokens, addresses):
+    """The address of a new list whose item i is the object at addresses[tokens[i]]; NO_MEMORY, or BAD_ID for a
+    token with no address (the list is then freed)."""
+    state = _gil_ensure()
+    made = _new_list(tokens.shape[0])
+    if made == 0:
+        _gil_release(state)
+        return NO_MEMORY
+    for i in range(tokens.shape[0]):
+        token = tokens[i]
+        if token >= addresses.shape[0]:
+            _drop(made)
+            _gil_release(state)
+            return BAD_ID
+        _set_shared_item(made, i, addresses[token])
+    _gil_release(state)
+    return made
+
+
+def object_addresses(objects: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(objects, addresses)``: the addresses of the objects of an object array (read-only uint64), to keep and pass
+    together: the addresses are valid while the array lives."""
+    pointers = (ctypes.c_uint64 * len(objects)).from_address(objects.ctypes.data) if len(objects) else b""
+    addresses = np.frombuffer(pointers, np.uint64).copy()
+    addresses.flags.writeable = False
+    return objects, addresses
+
+
+_drop_reference = ctypes.pythonapi.Py_DecRef
+_drop_reference.argtypes = [ctypes.py_object]
+_drop_reference.restype = None
+
+
+def id_list(kernel, tokens: np.ndarray, objects_and_addresses: tuple[np.ndarray, np.ndarray]) -> list:
+    """``objects.take(tokens).tolist()`` for uint32 ``tokens`` in one pass of ``kernel`` (``id_list_kernel``, as a
+    dispatcher or compiled ahead of time), with ``(objects, addresses)`` from ``object_addresses``; CartridgeError
+    for a token outside ``objects``."""
+    objects, addresses = objects_and_addresses
+    made = kernel(np.ascontiguousarray(tokens, dtype=np.uint32), addresses)
+    if made == NO_MEMORY:
+        raise MemoryError(f"no memory for a list of {len(tokens)} token ids")
+    if made == BAD_ID:
+        raise CartridgeError("the BPE tables are corrupt: a token id outside the vocabulary came out")
+    ids = ctypes.cast(made, ctypes.py_object).value  # a second reference to the list
+    _drop_reference(ids)  # the kernel's: ``ids`` holds the only one now
+    return ids
