@@ -33,14 +33,14 @@ from crayon.jit.long_text import LongTexts, joined_arrays, joined_lists
 from crayon.jit.pretokenize import (CL100K, O200K, PATTERN_IDS, classify_characters, fill_span_ends, jit_pattern_of,
                                     unicode_tables)
 from crayon.jit.status import NO_PROGRESS, raise_for_status
-from crayon.jit.tables import id_objects
+from crayon.jit.tables import id_list
 from crayon.reference.engine import flat_from_arrays
 
 
 class LongestMatchEngine:
     """Encodes ordinary text of a longest-match tokenizer. With a known pattern, ``encode_text_kernel`` runs the
     jit pre-tokenizer and the match over the text in one pass; otherwise the pre-tokenizer (and normalizer) run
-    in Python, then ``encode_spans``. Lists are built from ``id_objects`` (one shared Python int per id)."""
+    in Python, then ``encode_spans``. Lists are built by ``id_list`` (one shared Python int per id)."""
 
     name = "jit"
     capabilities = frozenset({"threads", "compiled"})
@@ -96,9 +96,9 @@ class LongestMatchEngine:
         return self.as_list(self.encode_ordinary_array(text))
 
     def as_list(self, ids: np.ndarray) -> list[int]:
-        """``ids.tolist()`` through ``id_objects``; CartridgeError for an id no token has (a corrupt DAT)."""
+        """``ids.tolist()`` through ``id_list``; CartridgeError for an id no token has (a corrupt DAT)."""
         try:
-            return id_objects(self._n_ids).take(ids).tolist()
+            return id_list(ids, self._n_ids)
         except IndexError:
             raise CartridgeError("the DAT is corrupt: an id outside the vocabulary came out") from None
 
