@@ -169,7 +169,9 @@ def test_engine_kernel_agrees_with_reference_on_corpora(kind):
 ASCII_WORDS = st.lists(st.sampled_from(["hello", "Hello", "HELLO", "HTMLparser", "camelCase", " ", "  ", "'s", "'T",
                                         "'ll", "'", "é", "\u0301", "ʰ", "日本", "1", "12345", "½", "٣", ",", ".\n",
                                         "\r\n", "\n", "\r", "/", "//", "(", "A", "a", "_", "\t", "\x0b", "\x1c", "\x7f",
-                                        "\x00", "—", "...", "$", "\u00a0"]), max_size=30).map("".join)
+                                        "\x00", "—", "...", "$", "\u00a0", "'S", "'Re", "'LL", "'lx", "'v", "'\u017f", "ſ", "\u0085",
+                                        "\u2028", " \n", "\n\n", "  \n ", "\r\n\r\n", "\x0c", "\x1f", "1234", "/\n",
+                                        "\t(", "x", "'d", "-", "\nA", "\nb"]), max_size=30).map("".join)
 
 
 @settings(max_examples=300, deadline=None)
@@ -210,3 +212,17 @@ def test_id_list_refuses_ids_outside_the_vocabulary_and_other_arrays():
     with pytest.raises(TypeError, match="uint32 or int32"):
         id_list(np.array([1, 2], np.int64), 10)
     assert id_list(np.array([], np.uint32), 10) == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(ASCII_WORDS, st.sampled_from(["cl100k_base", "o200k_base"]), st.integers(0, 40))
+def test_span_boundary_after_cuts_where_spans_end_and_stay_the_same(text, pattern, offset):
+    """The kernel classifies characters only up to ``span_boundary_after`` and runs the pre-tokenizer on the text cut
+    there: that offset must end a span of the whole text, and the spans before it must be those of the cut text."""
+    data = text.encode("utf-8")
+    cut = jit_longest.span_boundary_after(np.frombuffer(data, np.uint8), offset, PATTERN_IDS[pattern])
+    assert cut == len(data) or (max(offset, 1) <= cut < len(data) and data[cut - 1:cut] == b"\n")
+    ends = span_ends(text, pattern)
+    assert cut in [0, *ends] or cut == len(data)
+    cut_text = data[:cut].decode("utf-8")
+    assert span_ends(cut_text, pattern) == [end for end in ends if end <= cut]

@@ -25,10 +25,11 @@ import numpy as np
 
 from crayon.errors import CartridgeError
 from crayon.jit.backtrack import interleave_dat, prefix_states
+from crayon.jit.cache import LITTLE_ENDIAN, load_word, piece_hash, piece_key
 from crayon.jit.cores import available_cores
 from crayon.jit.dat import check_dat_arrays
 from crayon.jit.kernels import SPAN_BATCH
-from crayon.jit.lazy import njit
+from crayon.jit.lazy import intrinsic, njit
 from crayon.jit.long_text import LongTexts, joined_arrays, joined_lists
 from crayon.jit.pretokenize import (CL100K, O200K, PATTERN_IDS, classify_characters, fill_span_ends, jit_pattern_of,
                                     unicode_tables)
@@ -87,13 +88,16 @@ class LongestMatchEngine:
         return out[:count].view(np.uint32)
 
     def encode_ordinary(self, text: str) -> list[int]:
-        threads = 1 if self._pattern_name is None else self.long_texts.threads_for(4 * len(text))
+        if self._pattern_name is None:
+            return self.as_list(self.encode_ordinary_array(text))
+        encoded = text.encode("utf-8")
+        threads = self.long_texts.threads_for(len(encoded))  # asked once: it reads the cgroup's CPU quota
         if threads > 1:
-            tokens = self.long_texts.encode_parts(text.encode("utf-8"), lambda part: self.as_list(self._encode_text(part)),
+            tokens = self.long_texts.encode_parts(encoded, lambda part: self.as_list(self._encode_text(part)),
                                                   joined_lists, threads)
             if tokens is not None:
                 return tokens
-        return self.as_list(self.encode_ordinary_array(text))
+        return self.as_list(self._encode_text(np.frombuffer(encoded, np.uint8)))
 
     def as_list(self, ids: np.ndarray) -> list[int]:
         """``ids.tolist()`` through ``id_list``; CartridgeError for an id no token has (a corrupt DAT)."""
@@ -203,38 +207,157 @@ def encode_span_into(text, start, end, base, check, values, fallback, out, count
     return count
 
 
-def match_tables(model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """What ``encode_text_kernel`` reads of a ``LongestMatchModel``: ``(dat_rows, starts, fallback)``, the
-    interleaved DAT (``interleave_dat``), its ``prefix_states`` and the byte fallback ids."""
+def match_tables(model) -> tuple[np.ndarray, ...]:
+    """What ``encode_text_kernel`` reads of a ``LongestMatchModel``: ``(dat_rows, starts, fallback, short_tokens,
+    long_tokens)``, the interleaved DAT (``interleave_dat``), its ``prefix_states``, the byte fallback ids and the
+    ``whole_token_tables``."""
     check_dat_arrays(model.base, model.check, model.values)
     dat_rows = interleave_dat(model.base, model.check, model.values)
-    return dat_rows, prefix_states(dat_rows), np.ascontiguousarray(model.fallback, dtype=np.int32)
+    return (dat_rows, prefix_states(dat_rows), np.ascontiguousarray(model.fallback, dtype=np.int32),
+            *whole_token_tables(dat_rows))
+
+
+SHORT_TOKEN_ROWS, LONG_TOKEN_ROWS = 1 << 16, 1 << 14  # at most 1 MB and 512 kB: sized for the cache
+
+
+def whole_token_tables(dat_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(short_tokens, long_tokens)``: the tokens of 1-8 and of 9-16 bytes of the interleaved DAT, each with the
+    id the walk of its bytes ends on, in tables of two-row buckets (the bucket of a key: ``piece_hash`` of it
+    ``& (rows - 2)``), a power of two rows, at least 2:
+
+    * ``short_tokens`` uint64[rows, 2]: ``(bytes 0-7, length | id << 8)``;
+    * ``long_tokens`` uint64[rows, 4]: ``(bytes 0-7, bytes 8-15, length | id << 8, 0)``;
+
+    a zero length is an empty slot. Lower ids are put in first; a token whose bucket is full is left out (the walk
+    finds it), as are all beyond ``SHORT_TOKEN_ROWS`` and ``LONG_TOKEN_ROWS`` rows, which keep the tables small
+    enough to stay in the cache. A state reached from no path of the DAT (a corrupt DAT) gives no entry."""
+    values = dat_rows[:, 2]
+    accepting = np.flatnonzero(values >= 0)
+    accepting = accepting[np.argsort(values[accepting], kind="stable")]
+    keys = np.zeros((len(accepting), 2), np.uint64)
+    lengths = _token_keys(dat_rows, accepting, keys)
+    short_count = int(np.count_nonzero((lengths >= 1) & (lengths <= 8)))
+    long_count = int(np.count_nonzero(lengths >= 9))
+    short_tokens = np.zeros((min(_power_of_two(2 * short_count), SHORT_TOKEN_ROWS), 2), np.uint64)
+    long_tokens = np.zeros((min(_power_of_two(2 * long_count), LONG_TOKEN_ROWS), 4), np.uint64)
+    _fill_whole_tokens(short_tokens, long_tokens, keys, lengths, values[accepting])
+    return short_tokens, long_tokens
+
+
+def _power_of_two(count: int) -> int:
+    """The least power of two >= count, at least 2."""
+    return max(2, 1 << max(count - 1, 0).bit_length())
+
+
+@njit(cache=True)
+def _token_keys(dat_rows, states, keys):
+    """The bytes of the path to each of ``states`` (``piece_key`` words into ``keys``) and their number (0 where the
+    path is longer than 16 bytes, or is not one: a walk up the check column that fails to lead back to it)."""
+    size = dat_rows.shape[0]
+    lengths = np.zeros(states.shape[0], np.int64)
+    path = np.zeros(32, np.uint8)  # room for piece_key's two 8-byte loads
+    for index in range(states.shape[0]):
+        state = np.int64(states[index])
+        length = 0
+        while state != 0 and length <= 16:  # up to the root, last byte first
+            parent = np.int64(dat_rows[state, 1])
+            if parent < 0 or parent >= size:
+                break
+            label = state - np.int64(dat_rows[parent, 0])
+            if label < 0 or label > 255:
+                break
+            path[16 - length] = label
+            length += 1
+            state = parent
+        if state != 0 or length == 0 or length > 16:
+            continue
+        first = 17 - length
+        state = 0
+        for position in range(first, 17):  # the walk down those bytes must end on the state again
+            target = np.int64(dat_rows[state, 0]) + np.int64(path[position])
+            if target < 0 or target >= size or dat_rows[target, 1] != state:
+                state = -1
+                break
+            state = target
+        if state == states[index]:
+            keys[index, 0], keys[index, 1] = piece_key(path, first, 17)
+            lengths[index] = length
+    return lengths
+
+
+@njit(cache=True)
+def _fill_whole_tokens(short_tokens, long_tokens, keys, lengths, ids):
+    """Put each key of ``lengths`` 1-16 with its id in the first empty slot of its bucket, if any."""
+    for index in range(keys.shape[0]):
+        length = lengths[index]
+        if length == 0:
+            continue
+        low, high = keys[index, 0], keys[index, 1]
+        table = short_tokens if length <= 8 else long_tokens
+        meta_column = 1 if length <= 8 else 2
+        row = piece_hash(low, high, length) & (table.shape[0] - 2)
+        for slot in range(row, row + 2):
+            if table[slot, meta_column] == 0:
+                table[slot, 0] = low
+                if length > 8:
+                    table[slot, 1] = high
+                table[slot, meta_column] = np.uint64(length) | (np.uint64(ids[index]) << np.uint64(8))
+                break
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def whole_token(short_tokens, long_tokens, data, start, end):
+    """The id of the token data[start:end] spells where ``whole_token_tables`` hold it, else -1."""
+    length = end - start
+    if length > 16:
+        return -1
+    if not LITTLE_ENDIAN or start + 16 > data.shape[0]:
+        low, high = piece_key(data, start, end)  # near the end of the data: byte by byte
+    elif length <= 8:  # one load, one mask: no branch on the length (hard to predict) but this one
+        low, high = load_word(data, start) & (ALL_BITS >> np.uint64(64 - 8 * length)), np.uint64(0)
+    else:
+        low, high = load_word(data, start), load_word(data, start + 8) & (ALL_BITS >> np.uint64(128 - 8 * length))
+    if length <= 8:
+        row = piece_hash(low, high, length) & (short_tokens.shape[0] - 2)
+        for slot in range(row, row + 2):
+            meta = short_tokens[slot, 1]
+            if short_tokens[slot, 0] == low and meta & np.uint64(0xFF) == np.uint64(length):
+                return np.int64(meta >> np.uint64(8))
+        return -1
+    row = piece_hash(low, high, length) & (long_tokens.shape[0] - 2)
+    for slot in range(row, row + 2):
+        meta = long_tokens[slot, 2]
+        if long_tokens[slot, 0] == low and long_tokens[slot, 1] == high and meta & np.uint64(0xFF) == np.uint64(length):
+            return np.int64(meta >> np.uint64(8))
+    return -1
 
 
 @njit(cache=True, nogil=True, _nrt=False)
 def encode_text_kernel(data, pattern_id, char_tables, tables, classes, ends, out):
     """Ids of the UTF-8 text ``data`` into ``out`` (room for ``len(data)``): its spans (``ascii_span_end``, else the
     jit pre-tokenizer, with ``classes`` of ``len(data)`` bytes and room in ``ends`` for at least one span end), each
-    matched as it is found, with ``tables`` from ``match_tables``. The count, or NO_PROGRESS."""
-    dat_rows, starts, fallback = tables
+    matched as it is found (``match_span``), with ``tables`` from ``match_tables``. The count, or NO_PROGRESS."""
     stop = data.shape[0]
-    classify_characters(data, 0, stop, char_tables, classes)
+    classified = 0  # classes[position:classified] are written, and classified is the end of a span
     count = 0
     position = 0
     batch = 1  # spans asked of the pre-tokenizer at once: doubled while the shortcut keeps failing (non-ASCII text)
     while position < stop:
         end = ascii_span_end(data, position, stop, pattern_id)
         if end >= 0:
-            count = match_span_rows(data, position, end, dat_rows, starts, fallback, out, count)
+            count = match_span(data, position, end, tables, out, count)
             position = end
             batch = 1
             continue
-        found = fill_span_ends(classes, position, stop, pattern_id, char_tables, ends[:batch])
+        if position >= classified:
+            classified = span_boundary_after(data, position + CLASSIFIED_BYTES, pattern_id)
+            classify_characters(data, position, classified, char_tables, classes)
+        found = fill_span_ends(classes, position, classified, pattern_id, char_tables, ends[:batch])
         for i in range(found):
             end = ends[i]
             if end <= position or end > stop:
                 return NO_PROGRESS
-            count = match_span_rows(data, position, end, dat_rows, starts, fallback, out, count)
+            count = match_span(data, position, end, tables, out, count)
             position = end
         if found == 0:
             return NO_PROGRESS
@@ -242,84 +365,221 @@ def encode_text_kernel(data, pattern_id, char_tables, tables, classes, ends, out
     return count
 
 
-@njit(cache=True, _nrt=False, inline="always")
-def _is_lower(byte):
-    return 0x61 <= byte <= 0x7A
+CLASSIFIED_BYTES = 256  # the least the pre-tokenizer's character classes are written for at once
+
+
+@njit(cache=True, _nrt=False)
+def span_boundary_after(data, position, pattern_id):
+    """The first offset from ``position`` on where, for o200k and cl100k, a span surely ends: just after a \\n
+    followed by an ASCII letter (no alternative of either pattern matches across them, and none before them
+    reads past the newline, so the spans up to there are the same in the text cut there); else ``len(data)``.
+    Always ``len(data)`` for r50k."""
+    stop = data.shape[0]
+    if pattern_id != O200K and pattern_id != CL100K:
+        return stop
+    position = max(position, 1)
+    while position < stop and not (data[position - 1] == 0x0A and ASCII_KINDS[data[position]] & LETTER_BYTE):
+        position += 1
+    return min(position, stop)
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def match_span(data, start, end, tables, out, count):
+    """``match_span_rows`` of data[start:end], after a look in the ``whole_token_tables``: where the whole span is
+    a token (94% of the spans of English text), that token is its longest match."""
+    dat_rows, starts, fallback, short_tokens, long_tokens = tables
+    token = whole_token(short_tokens, long_tokens, data, start, end)
+    if token >= 0:
+        out[count] = token
+        return count + 1
+    return match_span_rows(data, start, end, dat_rows, starts, fallback, out, count)
+
+
+# What each byte is to the ASCII shortcut of the o200k and cl100k patterns; 0 (a control byte other than \t \n
+# \v \f \r, DEL, any byte >= 0x80): the shortcut leaves the span to the pre-tokenizer.
+LOWER, UPPER, DIGIT, SYMBOL, BLANK, NEWLINE_BYTE = 1, 2, 4, 8, 16, 32
+LETTER_BYTE = LOWER | UPPER
+APOSTROPHE_BYTE, SPACE_BYTE, SLASH_BYTE = 0x27, 0x20, 0x2F
+ASCII_KINDS = np.zeros(256, np.uint8)
+ASCII_KINDS[0x21:0x7F] = SYMBOL  # printable ASCII other than letters and digits: certainly [^\s\p{L}\p{N}]
+ASCII_KINDS[ord("a"):ord("z") + 1] = LOWER
+ASCII_KINDS[ord("A"):ord("Z") + 1] = UPPER
+ASCII_KINDS[ord("0"):ord("9") + 1] = DIGIT
+ASCII_KINDS[[0x09, 0x0B, 0x0C, 0x20]] = BLANK  # \s other than \r \n
+ASCII_KINDS[[0x0A, 0x0D]] = NEWLINE_BYTE
+HIGH_BITS = np.uint64(0x8080808080808080)
+ALL_BITS = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _is_upper(byte):
-    return 0x41 <= byte <= 0x5A
+def _kind(data, position, stop):
+    """``ASCII_KINDS`` of the byte at ``position``; 0 at ``stop``."""
+    return ASCII_KINDS[data[position]] if position < stop else 0
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _is_digit(byte):
-    return 0x30 <= byte <= 0x39
+def _skip(data, position, stop, kinds):
+    """The end of the run of bytes whose kind has a bit of ``kinds``, from ``position``."""
+    while position < stop and ASCII_KINDS[data[position]] & kinds:
+        position += 1
+    return position
+
+
+@intrinsic
+def _trailing_zeros(typingctx, word):
+    """The trailing zero bits of a uint64 (64 for 0): LLVM's cttz (one tzcnt instruction)."""
+    from llvmlite import ir
+    from numba.core import types
+
+    def codegen(context, builder, signature, args):
+        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 0))
+
+    return types.uint64(types.uint64), codegen
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _is_symbol(byte):
-    """Printable ASCII other than the space, letters and digits: certainly [^\\s\\p{L}\\p{N}]."""
-    return 0x21 <= byte <= 0x7E and not (_is_lower(byte) or _is_upper(byte) or _is_digit(byte))
+def _letter_bits(word, kinds):
+    """The top bit of each byte of ``word`` (8 bytes, little-endian) that is a lower-case (``kinds`` LOWER), an
+    upper-case (UPPER) or any (LETTER_BYTE) ASCII letter, found for all 8 bytes at once (SWAR)."""
+    tops = word | HIGH_BITS  # each byte + 0x80: the subtractions below borrow from no other byte
+    lower = (tops - np.uint64(0x6161616161616161)) & ~(tops - np.uint64(0x7B7B7B7B7B7B7B7B))  # 0x61 <= b < 0x7B
+    upper = (tops - np.uint64(0x4141414141414141)) & ~(tops - np.uint64(0x5B5B5B5B5B5B5B5B))  # 0x41 <= b < 0x5B
+    if kinds == LOWER:
+        found = lower
+    elif kinds == UPPER:
+        found = upper
+    else:
+        found = lower | upper
+    return found & ~word & HIGH_BITS  # & ~word: no byte >= 0x80
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _letters_at(data, position, kinds):
+    """How many of the 8 bytes at ``position`` (which must lie in ``data``) are letters of ``kinds`` before the
+    first that is not: 0-8, with no branch."""
+    return np.int64(_trailing_zeros(~_letter_bits(load_word(data, position), kinds) & HIGH_BITS) >> np.uint64(3))
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _skip_letters(data, position, stop, kinds):
+    """``_skip`` for a run of letters (``kinds`` LOWER, UPPER or LETTER_BYTE), 8 bytes at a time (``stop`` at most
+    ``len(data)``): no branch per letter, a word's length being hard to predict."""
+    while LITTLE_ENDIAN and position + 8 <= stop:
+        length = _letters_at(data, position, kinds)
+        position += length
+        if length < 8:
+            return position
+    return _skip(data, position, stop, kinds)
+
+
+@njit(cache=True, _nrt=False)
+def _contraction_end(data, position, stop):
+    """(?i:[sdmt]|ll|ve|re) at ``position`` (just after an apostrophe) on ASCII: its end; -1 where it does not
+    match; -2 where a byte >= 0x80 leaves it open (``ſ`` folds to ``s``)."""
+    if position >= stop:
+        return -1
+    first = data[position]
+    if first >= 0x80:
+        return -2
+    if not ASCII_KINDS[first] & LETTER_BYTE:
+        return -1
+    first |= 0x20  # lower case
+    if first == 0x73 or first == 0x64 or first == 0x6D or first == 0x74:  # s d m t
+        return position + 1
+    if first != 0x6C and first != 0x76 and first != 0x72:  # l v r
+        return -1
+    if position + 1 >= stop:
+        return -1
+    second = data[position + 1]
+    if second >= 0x80:
+        return -2
+    wanted = 0x6C if first == 0x6C else 0x65  # ll, ve, re
+    return position + 2 if ASCII_KINDS[second] & LETTER_BYTE and second | 0x20 == wanted else -1
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _o200k_word_end(data, word, stop):
+    """The end of o200k's word at ``word`` (an ASCII letter), its (?i:'s|'t|'re|'ve|'m|'ll|'d)? included, or -1:
+    ``[A-Z]*[a-z]+`` (the first alternative) or, with no lower-case letter after the capitals, ``[A-Z]+`` (the
+    second), where a byte >= 0x80 after it cannot go on with the word."""
+    uppers = _letters_at(data, word, UPPER) if LITTLE_ENDIAN and word + 16 <= stop else 8
+    if uppers < 8:  # the common case in straight code: both runs read with one load each
+        position = word + uppers
+        lowers = _letters_at(data, position, LOWER)
+        position += lowers
+        if lowers == 8:
+            position = _skip_letters(data, position, stop, LOWER)
+    else:
+        position = _skip_letters(data, _skip_letters(data, word, stop, UPPER), stop, LOWER)
+    if position < stop and data[position] >= 0x80:
+        return -1  # a letter or mark may go on with the word
+    if position < stop and data[position] == APOSTROPHE_BYTE:
+        end = _contraction_end(data, position + 1, stop)
+        if end != -1:
+            return end if end >= 0 else -1
+    return position
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _word_end(data, word, stop, pattern_id):
+    """The end of the word at ``word`` (an ASCII letter): ``_o200k_word_end``, or cl100k's ``\\p{L}+``; -1 where a
+    byte >= 0x80 after it could go on with it."""
+    if pattern_id == O200K:
+        return _o200k_word_end(data, word, stop)
+    end = _skip_letters(data, word, stop, LETTER_BYTE)
+    return -1 if end < stop and data[end] >= 0x80 else end
 
 
 @njit(cache=True, _nrt=False, inline="always")
 def ascii_span_end(data, start, stop, pattern_id):
     """The end of the span at ``start`` where ASCII bytes alone decide it, else -1 (``fill_span_ends`` answers).
 
-    For o200k and cl100k (r50k: always -1), the first alternative of the pattern that matches, on ASCII:
-    a word, an optional prefix (the space or a symbol; not an apostrophe for cl100k, where it starts a
-    contraction) then ``[A-Z]*[a-z]+`` (o200k; not followed by an apostrophe, which may start its suffix) or
-    ``[A-Za-z]+`` (cl100k); else 1 to 3 digits; else an optional space, symbols, then ``[\\r\\n/]*`` (o200k) or
-    ``[\\r\\n]*`` (cl100k). Wherever a byte >= 0x80 (a letter, digit, mark or symbol outside ASCII) or a control
-    byte could change the answer, and for spans starting with whitespace otherwise, it is -1."""
-    if pattern_id != O200K and pattern_id != CL100K:
+    For o200k and cl100k (r50k: always -1), the alternative of the pattern that matches, on ASCII: for cl100k a
+    contraction first; then a word, with an optional prefix (a blank or a symbol), ``[A-Z]*[a-z]+`` or
+    ``[A-Z]+`` and its contraction (o200k) or ``[A-Za-z]+`` (cl100k); else 1 to 3 digits; else an optional space,
+    symbols, then ``[\\r\\n/]*`` (o200k) or ``[\\r\\n]*`` (cl100k); else a run of whitespace, cut as the pattern's
+    whitespace alternatives cut it. Wherever a byte >= 0x80 or a control byte could change the answer (a letter,
+    digit, mark, symbol or space outside ASCII), it is -1."""
+    if pattern_id != O200K and pattern_id != CL100K or stop > data.shape[0]:
         return -1
-    first = data[start]
-    if pattern_id == CL100K and first == 0x27:
+    first = ASCII_KINDS[data[start]]
+    if first & LETTER_BYTE:
+        return _word_end(data, start, stop, pattern_id)
+    if first & (SYMBOL | BLANK) and _kind(data, start + 1, stop) & LETTER_BYTE:
+        if pattern_id == CL100K and data[start] == APOSTROPHE_BYTE:  # a contraction comes first
+            end = _contraction_end(data, start + 1, stop)
+            if end != -1:
+                return end if end >= 0 else -1
+        return _word_end(data, start + 1, stop, pattern_id)  # after the word's prefix
+    if first == 0:
         return -1
-    position = start + 1 if first == 0x20 or _is_symbol(first) else start  # the word's optional prefix
-    if position < stop:
-        word = position
-        if pattern_id == O200K:
-            while position < stop and _is_upper(data[position]):
-                position += 1
-            uppers = position
-            while position < stop and _is_lower(data[position]):
-                position += 1
-            if position > uppers:
-                if position < stop and (data[position] >= 0x80 or data[position] == 0x27):
-                    return -1  # a letter or mark may go on with the word, an apostrophe start its suffix
-                return position
-            if position > word or data[position] >= 0x80:
-                return -1  # capitals alone (the second alternative) or maybe a letter: the state machine decides
-        else:
-            while position < stop and (_is_lower(data[position]) or _is_upper(data[position])):
-                position += 1
-            if position > word:
-                return -1 if position < stop and data[position] >= 0x80 else position
-            if data[position] >= 0x80:
-                return -1
-    if _is_digit(first):
-        position = start + 1
-        while position < stop and position < start + 3 and _is_digit(data[position]):
-            position += 1
-        if position < start + 3 and position < stop and data[position] >= 0x80:
-            return -1  # maybe a digit outside ASCII
-        return position
-    position = start + 1 if first == 0x20 else start
-    symbols = position
-    while position < stop and _is_symbol(data[position]):
-        position += 1
-    if position == symbols:
-        return -1
-    if position < stop and not (_is_lower(data[position]) or _is_upper(data[position]) or _is_digit(data[position])
-                                or data[position] == 0x20 or 0x09 <= data[position] <= 0x0D):
-        return -1  # a byte that may be another symbol (outside ASCII, or a control byte)
-    while position < stop and (data[position] == 0x0A or data[position] == 0x0D or (
-            pattern_id == O200K and data[position] == 0x2F)):
-        position += 1
-    return position
+    if first & DIGIT:
+        end = start + 1
+        while end < stop and end < start + 3 and ASCII_KINDS[data[end]] & DIGIT:
+            end += 1
+        return -1 if end < start + 3 and end < stop and data[end] >= 0x80 else end  # maybe a digit outside ASCII
+    symbols = start + 1 if data[start] == SPACE_BYTE and _kind(data, start + 1, stop) & SYMBOL else start
+    if ASCII_KINDS[data[symbols]] & SYMBOL:
+        end = _skip(data, symbols, stop, SYMBOL)
+        if end < stop and ASCII_KINDS[data[end]] == 0:
+            return -1  # maybe another symbol
+        while end < stop and (ASCII_KINDS[data[end]] & NEWLINE_BYTE or (
+                pattern_id == O200K and data[end] == SLASH_BYTE)):
+            end += 1
+        return end
+    end = start  # a run of whitespace
+    newline_end = -1
+    while end < stop and ASCII_KINDS[data[end]] & (BLANK | NEWLINE_BYTE):
+        end += 1
+        if ASCII_KINDS[data[end - 1]] & NEWLINE_BYTE:
+            newline_end = end
+    if end < stop and ASCII_KINDS[data[end]] == 0:
+        return -1  # maybe more whitespace
+    if end == stop and (pattern_id == CL100K or newline_end == -1):
+        return end  # cl100k's \s++$; o200k's \s+(?!\S) at the end of the text
+    if newline_end != -1:
+        return newline_end  # \s*[\r\n]+ (o200k), \s*[\r\n] (cl100k): up to the run's last newline
+    return end if end - start == 1 else end - 1  # \s of one character, else \s+(?!\S)
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
