@@ -1,12 +1,21 @@
-"""Greedy longest match (jit) over cl100k_base's vocabulary, per corpus, beside tiktoken's exact BPE encode.
+"""Greedy longest match, end to end and kernel alone, per corpus, beside tiktoken's exact BPE encode.
 
-Longest match is NOT BPE: it gives other (usually more) tokens, so the speeds compare different outputs (the
-seed compared them as if they were the same). Spans come from the jit cl100k pre-tokenizer; "model" times only
-the longest-match kernel on those spans, "+spans" adds the pre-tokenizer, like tiktoken's encode_ordinary which
-includes its regex. Also times the ASCII fast path. Single thread, best of several runs, thread CPU time (wall
-clock in the JSON). Prints a table and writes bench/results/longest.json.
+End to end (issue 15's row): ``crayon.load("lite", algorithm="longest").encode(text)``, the public call, on the
+English corpora, the process pinned to one CPU, M tokens/s of thread CPU time (median of ``--rounds`` rounds, each
+round a fresh process), with where the time goes: UTF-8 encoding, the kernel (``engine.encode_ordinary_array``
+less the UTF-8 encoding) and the Python list (``engine.as_list`` of the ids). ``--baseline DIR`` measures the
+crayon package of another checkout (``git worktree add /tmp/base <commit>``) in the same run, its rounds
+interleaved with this checkout's, and prints both and their ratio; ``--before JSON`` compares with the
+``end_to_end`` figures of an earlier run's JSON instead.
 
-    python -m bench.longest [--repeat N]
+Kernel alone: over cl100k_base's vocabulary, spans from the jit cl100k pre-tokenizer; "model" times only the
+longest-match kernel on those spans, "+spans" adds the pre-tokenizer, like tiktoken's encode_ordinary which includes
+its regex. Also times the ASCII fast path of ``encode_spans``. Best of several runs, thread CPU time (wall clock in
+the JSON). Longest match is NOT BPE: it gives other (usually more) tokens, so the speeds compare different outputs.
+
+Prints the tables and writes bench/results/longest.json.
+
+    python -m bench.longest [--repeat N] [--rounds N] [--baseline DIR | --before JSON]
 """
 
 from __future__ import annotations
@@ -15,6 +24,9 @@ import argparse
 import json
 import os
 import platform
+import statistics
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -32,12 +44,109 @@ ROOT = Path(__file__).resolve().parents[1]
 CORPORA_DIR = ROOT.parent / "shared" / "corpora"
 RESULTS = ROOT / "bench" / "results" / "longest.json"
 NAME = "cl100k_base"
+ENGLISH = ("big.txt", "english_web.txt", "shakespeare.txt")
+TARGET = 28.0  # M tokens/s: issue 15's target, 1.5x the seeds' 18.4
+
+# One round of the end-to-end measurement in a fresh process, with the crayon package of sys.argv[1]; prints JSON.
+# It uses only what every version since the fused kernel has: crayon.load, encode, engine.encode_ordinary_array and
+# engine.as_list, so a baseline checkout runs it unchanged.
+END_TO_END_ROUND = r"""
+import gc, json, os, statistics, sys, time
+sys.path.insert(0, sys.argv[1])
+import crayon
+from pathlib import Path
+
+os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:1])
+tok = crayon.load("lite", algorithm="longest")
+engine = tok.engine
+found = {}
+for name in json.loads(sys.argv[3]):
+    text = (Path(sys.argv[2]) / name).read_text(encoding="utf-8")
+    ids = engine.encode_ordinary_array(text)
+    tok.encode(text)
+    calls = {"public": lambda: tok.encode(text), "utf8": lambda: text.encode("utf-8"),
+             "array": lambda: engine.encode_ordinary_array(text), "list": lambda: engine.as_list(ids)}
+    seconds = {key: [] for key in calls}
+    for _ in range(5):
+        for key, call in calls.items():
+            gc.collect()
+            start = time.thread_time()
+            call()
+            seconds[key].append(time.thread_time() - start)
+    found[name] = {"tokens": len(ids), "crayon": crayon.__file__,
+                   **{key: statistics.median(times) for key, times in seconds.items()}}
+print(json.dumps(found))
+"""
+
+
+def end_to_end_round(source: Path) -> dict:
+    """One round of ``END_TO_END_ROUND`` in a fresh process importing crayon from ``source``."""
+    done = subprocess.run([sys.executable, "-c", END_TO_END_ROUND, str(source), str(CORPORA_DIR), json.dumps(ENGLISH)],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(source)})
+    if done.returncode:
+        raise SystemExit(f"the end-to-end round with {source} failed:\n{done.stderr[-3000:]}")
+    found = json.loads(done.stdout)
+    if Path(next(iter(found.values()))["crayon"]).resolve().parents[1] != source.resolve():
+        raise SystemExit(f"the round meant for {source} imported {next(iter(found.values()))['crayon']}")
+    return found
+
+
+def end_to_end(sources: dict[str, Path], rounds: int) -> dict[str, dict]:
+    """Per source and corpus: tokens, M tokens/s of the public call, and the ns per token of each part (medians
+    over the rounds, the sources' rounds interleaved)."""
+    seen: dict[str, list[dict]] = {label: [] for label in sources}
+    for _ in range(rounds):
+        for label, source in sources.items():
+            seen[label].append(end_to_end_round(source))
+    results = {}
+    for label, found in seen.items():
+        rows = {}
+        for name in ENGLISH:
+            tokens = found[0][name]["tokens"]
+            median = {key: statistics.median(one[name][key] for one in found)
+                      for key in ("public", "utf8", "array", "list")}
+            rows[name] = {"tokens": tokens, "m_tokens_per_s": tokens / median["public"] / 1e6,
+                          "ns_per_token": {"public": median["public"] / tokens * 1e9,
+                                           "utf8": median["utf8"] / tokens * 1e9,
+                                           "kernel": (median["array"] - median["utf8"]) / tokens * 1e9,
+                                           "list": median["list"] / tokens * 1e9}}
+        results[label] = rows
+    counts = {label: [rows[name]["tokens"] for name in ENGLISH] for label, rows in results.items()}
+    if len({tuple(count) for count in counts.values()}) > 1:
+        raise SystemExit(f"the sources give different numbers of tokens: {counts}")
+    return results
+
+
+def print_end_to_end(results: dict[str, dict], before: dict | None) -> None:
+    print('end to end: crayon.load("lite", algorithm="longest").encode(text), one CPU, thread CPU time, medians')
+    print(f"{'corpus':<16} {'source':<9} {'M tok/s':>8} {'of 28':>6} {'ns/token':>9} {'utf8':>6} {'kernel':>7} {'list':>6}")
+    for name in ENGLISH:
+        for label, rows in [*results.items(), *([("before", before)] if before else [])]:
+            row = rows[name]
+            parts = row["ns_per_token"]
+            print(f"{name:<16} {label:<9} {row['m_tokens_per_s']:8.1f} {row['m_tokens_per_s'] / TARGET:6.2f}"
+                  f" {parts['public']:9.1f} {parts['utf8']:6.1f} {parts['kernel']:7.1f} {parts['list']:6.1f}")
+        if len(results) + bool(before) > 1:
+            after, *others = [rows[name]["m_tokens_per_s"] for rows in [*results.values(), *([before] if before else [])]]
+            print(f"{'':<16} {'after / before':<26} {after / others[0]:.2f}x")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=5, help="end-to-end rounds (fresh processes) per source")
+    parser.add_argument("--baseline", type=Path, help="a checkout whose crayon package is measured beside this one")
+    parser.add_argument("--before", type=Path, help="a JSON of an earlier run to compare the end-to-end rows with")
+    parser.add_argument("--end-to-end-only", action="store_true", help="skip the kernel-alone table")
     args = parser.parse_args()
+    sources = {"this": ROOT, **({"baseline": args.baseline} if args.baseline else {})}
+    before = json.loads(args.before.read_text())["end_to_end"]["this"] if args.before else None
+    end_to_end_results = end_to_end(sources, args.rounds)
+    print_end_to_end(end_to_end_results, before)
+    if args.end_to_end_only:
+        write_report({"end_to_end": end_to_end_results, "end_to_end_sources": {k: str(v) for k, v in sources.items()}})
+        return
+    print()
     corpora = sorted(path for path in CORPORA_DIR.glob("*") if path.suffix != ".md")
     if not corpora:
         raise SystemExit(f"no corpora in {CORPORA_DIR}")
@@ -95,13 +204,18 @@ def main() -> None:
             f" {len(ids) / len(bpe_ids) - 1:+12.1%}"
         )
 
+    print("round trips lossless on every corpus")
+    write_report({"algorithm": "greedy longest match, not BPE", "vocabulary": NAME, "repeat": args.repeat,
+                  "timer": "thread CPU time (wall in *_wall_*)", "results": rows, "end_to_end": end_to_end_results,
+                  "end_to_end_sources": {k: str(v) for k, v in sources.items()}})
+
+
+def write_report(report: dict) -> None:
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     machine = {"processor": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
                "load_average": os.getloadavg(), "python": platform.python_version()}
-    report = {"algorithm": "greedy longest match, not BPE", "vocabulary": NAME, "machine": machine,
-              "repeat": args.repeat, "timer": "thread CPU time (wall in *_wall_*)", "results": rows}
-    RESULTS.write_text(json.dumps(report, indent=2))
-    print(f"round trips lossless on every corpus; wrote {RESULTS}")
+    RESULTS.write_text(json.dumps({"machine": machine, **report}, indent=2))
+    print(f"wrote {RESULTS}")
 
 
 if __name__ == "__main__":

@@ -226,3 +226,24 @@ def test_span_boundary_after_cuts_where_spans_end_and_stay_the_same(text, patter
     assert cut in [0, *ends] or cut == len(data)
     cut_text = data[:cut].decode("utf-8")
     assert span_ends(cut_text, pattern) == [end for end in ends if end <= cut]
+
+
+@pytest.mark.parametrize("rows", [(2, 2), (1 << 15, 1 << 13)])
+def test_whole_token_tables_hold_what_the_walk_gives(rows):
+    """Every entry of the whole-token tables is a token of the DAT with the id its walk ends on; tiny tables (most
+    tokens left out for the walk) and full ones give the kernel the same ids."""
+    dat_rows = jit_longest.match_tables(model("full"))[0]
+    short_tokens, long_tokens = jit_longest.whole_token_tables(dat_rows, *rows)
+    entries = [(int(low).to_bytes(8, "little"), int(meta)) for low, meta in short_tokens if meta]
+    entries += [(int(low).to_bytes(8, "little") + int(high).to_bytes(8, "little"), int(meta))
+                for low, high, meta, _ in long_tokens if meta]
+    assert len(entries) > (0 if rows[0] == 2 else 20000)
+    base, check, values = dat_of(model("full"))
+    for key, meta in entries:
+        assert ref_longest.longest_match(key[:meta & 0xFF], 0, meta & 0xFF, base, check, values) == (meta >> 8, meta & 0xFF)
+    tables = jit_longest.match_tables(model("full"))[:3] + (short_tokens, long_tokens)
+    data = corpus_text("english_web.txt", limit=20000).encode("utf-8")
+    out = np.empty(len(data), np.int32)
+    count = jit_longest.encode_text_kernel(np.frombuffer(data, np.uint8), PATTERN_IDS["o200k_base"], unicode_tables(),
+                                           tables, np.empty(len(data), np.uint8), np.empty(64, np.int64), out)
+    assert out[:count].tolist() == encode_text(data, "o200k_base", "full")
