@@ -247,3 +247,23 @@ def test_whole_token_tables_hold_what_the_walk_gives(rows):
     count = jit_longest.encode_text_kernel(np.frombuffer(data, np.uint8), PATTERN_IDS["o200k_base"], unicode_tables(),
                                            tables, np.empty(len(data), np.uint8), np.empty(64, np.int64), out)
     assert out[:count].tolist() == encode_text(data, "o200k_base", "full")
+
+
+def test_engine_gives_the_same_ids_with_and_without_whole_token_tables():
+    """A text of ``WHOLE_TOKENS_FROM_BYTES`` or more is encoded with the whole-token tables, a shorter one without:
+    the same ids either way (and the same as the reference on a part)."""
+    import crayon
+
+    tok = crayon.load("lite", algorithm="longest", backend="jit")
+    tok.engine.long_texts.threads = 1  # the text whole, not in parts
+    text = corpus_text("english_web.txt", limit=400_000)
+    text = text * (jit_longest.WHOLE_TOKENS_FROM_BYTES // len(text.encode("utf-8")) + 1)
+    long_ids = tok.engine.encode_ordinary_array(text)
+    data = np.frombuffer(text.encode("utf-8"), np.uint8)
+    walk_only = jit_longest.match_tables(tok.model, whole_tokens=False)
+    out = np.empty(len(data), np.int32)
+    count = jit_longest.encode_text_kernel(data, PATTERN_IDS["o200k_base"], unicode_tables(), walk_only,
+                                           np.empty(len(data), np.uint8), np.empty(64, np.int64), out)
+    assert np.array_equal(long_ids.view(np.int32), out[:count])
+    reference = crayon.load("lite", algorithm="longest", backend="reference")
+    assert tok.encode(text[:3000]) == reference.encode(text[:3000])

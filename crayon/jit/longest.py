@@ -64,12 +64,19 @@ class LongestMatchEngine:
         self._normalizer = tokenizer.normalizer
         self._pretokenizer = tokenizer.pretokenizer
         self._pattern_name = jit_pattern_of(tokenizer)
-        self._walk_tables = None  # match_tables(model), built at the first encode
+        self._walk_tables = None  # match_tables(model, whole_tokens=False), built at the first encode
+        self._whole_token_tables = None  # match_tables(model), built at the first encode of a long text
         self.long_texts = LongTexts(tokenizer)  # a text of 1 MB or more is cut and encoded on every core
 
-    def _tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _tables(self, size: int) -> tuple[np.ndarray, ...]:
+        """The kernel's tables for a text of ``size`` bytes: the whole-token tables (a few ms to build) only from
+        ``WHOLE_TOKENS_FROM_BYTES`` on."""
+        if size >= WHOLE_TOKENS_FROM_BYTES:
+            if self._whole_token_tables is None:
+                self._whole_token_tables = match_tables(self._model)
+            return self._whole_token_tables
         if self._walk_tables is None:
-            self._walk_tables = match_tables(self._model)
+            self._walk_tables = match_tables(self._model, whole_tokens=False)
         return self._walk_tables
 
     def encode_ordinary_array(self, text: str) -> np.ndarray:
@@ -89,7 +96,7 @@ class LongestMatchEngine:
     def _encode_text(self, data: np.ndarray) -> np.ndarray:
         """Ids (uint32) of one UTF-8 text (uint8) with ``encode_text_kernel``, on the calling thread."""
         out = np.empty(len(data), np.int32)
-        count = encode_text_kernel(data, PATTERN_IDS[self._pattern_name], unicode_tables(), self._tables(),
+        count = encode_text_kernel(data, PATTERN_IDS[self._pattern_name], unicode_tables(), self._tables(len(data)),
                                    np.empty(len(data), np.uint8), np.empty(SPAN_BATCH, np.int64), out)
         if count < 0:
             raise_for_status(count, data, self._fallback)
@@ -215,14 +222,18 @@ def encode_span_into(text, start, end, base, check, values, fallback, out, count
     return count
 
 
-def match_tables(model) -> tuple[np.ndarray, ...]:
+def match_tables(model, whole_tokens: bool = True) -> tuple[np.ndarray, ...]:
     """What ``encode_text_kernel`` reads of a ``LongestMatchModel``: ``(dat_rows, starts, fallback, short_tokens,
     long_tokens)``, the interleaved DAT (``interleave_dat``), its ``prefix_states``, the byte fallback ids and the
-    ``whole_token_tables``."""
+    ``whole_token_tables`` (empty ones, which hold no token, with ``whole_tokens=False``)."""
     check_dat_arrays(model.base, model.check, model.values)
     dat_rows = interleave_dat(model.base, model.check, model.values)
-    return (dat_rows, prefix_states(dat_rows), np.ascontiguousarray(model.fallback, dtype=np.int32),
-            *whole_token_tables(dat_rows))
+    tokens = whole_token_tables(dat_rows) if whole_tokens else (np.zeros((2, 2), np.uint64), np.zeros((2, 4), np.uint64))
+    return dat_rows, prefix_states(dat_rows), np.ascontiguousarray(model.fallback, dtype=np.int32), *tokens
+
+
+# Shorter texts (and shorter parts of a long one) skip the whole-token tables, which take 3-5 ms to build (lite).
+WHOLE_TOKENS_FROM_BYTES = 1 << 19
 
 
 SHORT_TOKEN_ROWS, LONG_TOKEN_ROWS = 1 << 15, 1 << 13  # at most 512 kB and 256 kB: sized for the cache
@@ -243,7 +254,13 @@ def whole_token_tables(dat_rows: np.ndarray, short_rows: int = SHORT_TOKEN_ROWS,
     DAT (a corrupt DAT) gives no entry."""
     values = dat_rows[:, 2]
     accepting = np.flatnonzero(values >= 0)
-    accepting = accepting[np.argsort(values[accepting], kind="stable")]
+    top = int(values.max(initial=-1))
+    if top < 4 * len(accepting) + 256:  # ids dense, as in every vocabulary: order the states by id in linear time
+        state_of_id = np.full(top + 1, -1, np.int64)
+        state_of_id[values[accepting]] = accepting  # of two states with one id, one is kept (the walk finds the other)
+        accepting = state_of_id[state_of_id >= 0]
+    else:
+        accepting = accepting[np.argsort(values[accepting], kind="stable")]
     keys = np.zeros((len(accepting), 2), np.uint64)
     lengths = _token_keys(dat_rows, accepting, keys)
     short_count = int(np.count_nonzero((lengths >= 1) & (lengths <= 8)))
