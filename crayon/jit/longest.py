@@ -9,14 +9,15 @@ pattern runs ``encode_text_kernel``: the spans found and matched in one pass ove
   bytes at a time (SWAR: a word's length is hard to predict, a branch per letter is not). Any other span comes
   from the pre-tokenizer (``fill_span_ends``), whose character classes are written only from there to the next
   ``span_boundary_after``, not over the rest of the text.
-* Match: a span that spells a token of 1-16 bytes (about 90% of the spans of English text) is looked up whole in the
-  ``whole_token_tables`` (one or two cache lines); the others walk the interleaved DAT of ``crayon.jit.backtrack``,
-  its first two steps one read of ``prefix_states``.
+* Match: the walk of the interleaved DAT of ``crayon.jit.backtrack``, its first two steps one read of
+  ``prefix_states``.
 
-Measured on big.txt with ``lite`` on one core (``bench/longest.py``), the kernel went from 32 to 20 ns a token
-with its tables in the cache; between list builds, which evict them, the gain is mostly the spans'. The kernels read
-the DAT only at indices they have checked, so a corrupt or hostile DAT gives wrong ids (the engine refuses ids
-outside the vocabulary), never a crash.
+Measured on the shared English corpora with ``lite`` on one core (``bench/longest.py``, a loaded 2-core machine),
+the kernel went from 38-42 to 32-36 ns a token, as the public call runs it. A whole-span lookup before the walk
+(tables of the tokens of 1-16 bytes, 768 kB) made the kernel 1-3 ns a token faster but the list building after it
+slower by as much (the tables pushed the shared ints out of the cache): no faster end to end, so there is none.
+The kernels read the DAT only at indices they have checked, so a corrupt or hostile DAT gives wrong ids (the engine
+refuses ids outside the vocabulary), never a crash.
 
 ``encode_spans`` has an ASCII fast path (an 8-bytes-at-a-time ASCII check, as SIMD code does it), off by default:
 when the 8 bytes at the walk's start are all ASCII and inside the span, the first 8 steps of the walk skip the
@@ -33,7 +34,7 @@ import numpy as np
 
 from crayon.errors import CartridgeError
 from crayon.jit.backtrack import interleave_dat, prefix_states
-from crayon.jit.cache import LITTLE_ENDIAN, load_word, piece_hash, piece_key
+from crayon.jit.cache import LITTLE_ENDIAN, load_word
 from crayon.jit.cores import available_cores
 from crayon.jit.dat import check_dat_arrays
 from crayon.jit.kernels import SPAN_BATCH
@@ -64,19 +65,12 @@ class LongestMatchEngine:
         self._normalizer = tokenizer.normalizer
         self._pretokenizer = tokenizer.pretokenizer
         self._pattern_name = jit_pattern_of(tokenizer)
-        self._walk_tables = None  # match_tables(model, whole_tokens=False), built at the first encode
-        self._whole_token_tables = None  # match_tables(model), built at the first encode of a long text
+        self._walk_tables = None  # match_tables(model), built at the first encode
         self.long_texts = LongTexts(tokenizer)  # a text of 1 MB or more is cut and encoded on every core
 
-    def _tables(self, size: int) -> tuple[np.ndarray, ...]:
-        """The kernel's tables for a text of ``size`` bytes: the whole-token tables (a few ms to build) only from
-        ``WHOLE_TOKENS_FROM_BYTES`` on."""
-        if size >= WHOLE_TOKENS_FROM_BYTES:
-            if self._whole_token_tables is None:
-                self._whole_token_tables = match_tables(self._model)
-            return self._whole_token_tables
+    def _tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if self._walk_tables is None:
-            self._walk_tables = match_tables(self._model, whole_tokens=False)
+            self._walk_tables = match_tables(self._model)
         return self._walk_tables
 
     def encode_ordinary_array(self, text: str) -> np.ndarray:
@@ -96,7 +90,7 @@ class LongestMatchEngine:
     def _encode_text(self, data: np.ndarray) -> np.ndarray:
         """Ids (uint32) of one UTF-8 text (uint8) with ``encode_text_kernel``, on the calling thread."""
         out = np.empty(len(data), np.int32)
-        count = encode_text_kernel(data, PATTERN_IDS[self._pattern_name], unicode_tables(), self._tables(len(data)),
+        count = encode_text_kernel(data, PATTERN_IDS[self._pattern_name], unicode_tables(), self._tables(),
                                    np.empty(len(data), np.uint8), np.empty(SPAN_BATCH, np.int64), out)
         if count < 0:
             raise_for_status(count, data, self._fallback)
@@ -222,148 +216,20 @@ def encode_span_into(text, start, end, base, check, values, fallback, out, count
     return count
 
 
-def match_tables(model, whole_tokens: bool = True) -> tuple[np.ndarray, ...]:
-    """What ``encode_text_kernel`` reads of a ``LongestMatchModel``: ``(dat_rows, starts, fallback, short_tokens,
-    long_tokens)``, the interleaved DAT (``interleave_dat``), its ``prefix_states``, the byte fallback ids and the
-    ``whole_token_tables`` (empty ones, which hold no token, with ``whole_tokens=False``)."""
+def match_tables(model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What ``encode_text_kernel`` reads of a ``LongestMatchModel``: ``(dat_rows, starts, fallback)``, the
+    interleaved DAT (``interleave_dat``), its ``prefix_states`` and the byte fallback ids."""
     check_dat_arrays(model.base, model.check, model.values)
     dat_rows = interleave_dat(model.base, model.check, model.values)
-    tokens = whole_token_tables(dat_rows) if whole_tokens else (np.zeros((2, 2), np.uint64), np.zeros((2, 4), np.uint64))
-    return dat_rows, prefix_states(dat_rows), np.ascontiguousarray(model.fallback, dtype=np.int32), *tokens
-
-
-# Shorter texts (and shorter parts of a long one) skip the whole-token tables, which take 3-5 ms to build (lite).
-WHOLE_TOKENS_FROM_BYTES = 1 << 19
-
-
-SHORT_TOKEN_ROWS, LONG_TOKEN_ROWS = 1 << 15, 1 << 13  # at most 512 kB and 256 kB: sized for the cache
-
-
-def whole_token_tables(dat_rows: np.ndarray, short_rows: int = SHORT_TOKEN_ROWS,
-                       long_rows: int = LONG_TOKEN_ROWS) -> tuple[np.ndarray, np.ndarray]:
-    """``(short_tokens, long_tokens)``: the tokens of 1-8 and of 9-16 bytes of the interleaved DAT, each with the
-    id the walk of its bytes ends on, in tables of two-row buckets (the bucket of a key: ``piece_hash`` of it
-    ``& (rows - 2)``), a power of two rows, at least 2:
-
-    * ``short_tokens`` uint64[rows, 2]: ``(bytes 0-7, length | id << 8)``;
-    * ``long_tokens`` uint64[rows, 4]: ``(bytes 0-7, bytes 8-15, length | id << 8, 0)``;
-
-    a zero length is an empty slot. Each table has twice the rows of its tokens, at most ``short_rows`` and
-    ``long_rows`` (small enough to stay in the cache); lower ids (in a BPE vocabulary, the more frequent tokens) go
-    in first, and a token whose bucket is full is left out (the walk finds it). A state reached from no path of the
-    DAT (a corrupt DAT) gives no entry."""
-    values = dat_rows[:, 2]
-    accepting = np.flatnonzero(values >= 0)
-    top = int(values.max(initial=-1))
-    if top < 4 * len(accepting) + 256:  # ids dense, as in every vocabulary: order the states by id in linear time
-        state_of_id = np.full(top + 1, -1, np.int64)
-        state_of_id[values[accepting]] = accepting  # of two states with one id, one is kept (the walk finds the other)
-        accepting = state_of_id[state_of_id >= 0]
-    else:
-        accepting = accepting[np.argsort(values[accepting], kind="stable")]
-    keys = np.zeros((len(accepting), 2), np.uint64)
-    lengths = _token_keys(dat_rows, accepting, keys)
-    short_count = int(np.count_nonzero((lengths >= 1) & (lengths <= 8)))
-    long_count = int(np.count_nonzero(lengths >= 9))
-    short_tokens = np.zeros((min(_power_of_two(2 * short_count), _power_of_two(short_rows)), 2), np.uint64)
-    long_tokens = np.zeros((min(_power_of_two(2 * long_count), _power_of_two(long_rows)), 4), np.uint64)
-    _fill_whole_tokens(short_tokens, long_tokens, keys, lengths, values[accepting])
-    return short_tokens, long_tokens
-
-
-def _power_of_two(count: int) -> int:
-    """The least power of two >= count, at least 2."""
-    return max(2, 1 << max(count - 1, 0).bit_length())
-
-
-@njit(cache=True)
-def _token_keys(dat_rows, states, keys):
-    """The bytes of the path to each of ``states`` (``piece_key`` words into ``keys``) and their number (0 where the
-    path is longer than 16 bytes, or is not one: a walk up the check column that fails to lead back to it)."""
-    size = dat_rows.shape[0]
-    lengths = np.zeros(states.shape[0], np.int64)
-    path = np.zeros(32, np.uint8)  # room for piece_key's two 8-byte loads
-    for index in range(states.shape[0]):
-        state = np.int64(states[index])
-        length = 0
-        while state != 0 and length <= 16:  # up to the root, last byte first
-            parent = np.int64(dat_rows[state, 1])
-            if parent < 0 or parent >= size:
-                break
-            label = state - np.int64(dat_rows[parent, 0])
-            if label < 0 or label > 255:
-                break
-            path[16 - length] = label
-            length += 1
-            state = parent
-        if state != 0 or length == 0 or length > 16:
-            continue
-        first = 17 - length
-        state = 0
-        for position in range(first, 17):  # the walk down those bytes must end on the state again
-            target = np.int64(dat_rows[state, 0]) + np.int64(path[position])
-            if target < 0 or target >= size or dat_rows[target, 1] != state:
-                state = -1
-                break
-            state = target
-        if state == states[index]:
-            keys[index, 0], keys[index, 1] = piece_key(path, first, 17)
-            lengths[index] = length
-    return lengths
-
-
-@njit(cache=True)
-def _fill_whole_tokens(short_tokens, long_tokens, keys, lengths, ids):
-    """Put each key of ``lengths`` 1-16 with its id in the first empty slot of its bucket, if any."""
-    for index in range(keys.shape[0]):
-        length = lengths[index]
-        if length == 0:
-            continue
-        low, high = keys[index, 0], keys[index, 1]
-        table = short_tokens if length <= 8 else long_tokens
-        meta_column = 1 if length <= 8 else 2
-        row = piece_hash(low, high, length) & (table.shape[0] - 2)
-        for slot in range(row, row + 2):
-            if table[slot, meta_column] == 0:
-                table[slot, 0] = low
-                if length > 8:
-                    table[slot, 1] = high
-                table[slot, meta_column] = np.uint64(length) | (np.uint64(ids[index]) << np.uint64(8))
-                break
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def whole_token(short_tokens, long_tokens, data, start, end):
-    """The id of the token data[start:end] spells where ``whole_token_tables`` hold it, else -1."""
-    length = end - start
-    if length > 16:
-        return -1
-    if not LITTLE_ENDIAN or start + 16 > data.shape[0]:
-        low, high = piece_key(data, start, end)  # near the end of the data: byte by byte
-    elif length <= 8:  # one load, one mask: no branch on the length (hard to predict) but this one
-        low, high = load_word(data, start) & (ALL_BITS >> np.uint64(64 - 8 * length)), np.uint64(0)
-    else:
-        low, high = load_word(data, start), load_word(data, start + 8) & (ALL_BITS >> np.uint64(128 - 8 * length))
-    if length <= 8:
-        row = piece_hash(low, high, length) & (short_tokens.shape[0] - 2)
-        for slot in range(row, row + 2):
-            meta = short_tokens[slot, 1]
-            if short_tokens[slot, 0] == low and meta & np.uint64(0xFF) == np.uint64(length):
-                return np.int64(meta >> np.uint64(8))
-        return -1
-    row = piece_hash(low, high, length) & (long_tokens.shape[0] - 2)
-    for slot in range(row, row + 2):
-        meta = long_tokens[slot, 2]
-        if long_tokens[slot, 0] == low and long_tokens[slot, 1] == high and meta & np.uint64(0xFF) == np.uint64(length):
-            return np.int64(meta >> np.uint64(8))
-    return -1
+    return dat_rows, prefix_states(dat_rows), np.ascontiguousarray(model.fallback, dtype=np.int32)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
 def encode_text_kernel(data, pattern_id, char_tables, tables, classes, ends, out):
     """Ids of the UTF-8 text ``data`` into ``out`` (room for ``len(data)``): its spans (``ascii_span_end``, else the
     jit pre-tokenizer, with ``classes`` of ``len(data)`` bytes and room in ``ends`` for at least one span end), each
-    matched as it is found (``match_span``), with ``tables`` from ``match_tables``. The count, or NO_PROGRESS."""
+    matched as it is found, with ``tables`` from ``match_tables``. The count, or NO_PROGRESS."""
+    dat_rows, starts, fallback = tables
     stop = data.shape[0]
     classified = 0  # classes[position:classified] are written, and classified is the end of a span
     count = 0
@@ -372,7 +238,7 @@ def encode_text_kernel(data, pattern_id, char_tables, tables, classes, ends, out
     while position < stop:
         end = ascii_span_end(data, position, stop, pattern_id)
         if end >= 0:
-            count = match_span(data, position, end, tables, out, count)
+            count = match_span_rows(data, position, end, dat_rows, starts, fallback, out, count)
             position = end
             batch = 1
             continue
@@ -384,7 +250,7 @@ def encode_text_kernel(data, pattern_id, char_tables, tables, classes, ends, out
             end = ends[i]
             if end <= position or end > stop:
                 return NO_PROGRESS
-            count = match_span(data, position, end, tables, out, count)
+            count = match_span_rows(data, position, end, dat_rows, starts, fallback, out, count)
             position = end
         if found == 0:
             return NO_PROGRESS
@@ -410,18 +276,6 @@ def span_boundary_after(data, position, pattern_id):
     return min(position, stop)
 
 
-@njit(cache=True, nogil=True, _nrt=False, inline="always")
-def match_span(data, start, end, tables, out, count):
-    """``match_span_rows`` of data[start:end], after a look in the ``whole_token_tables``: where the whole span is
-    a token (94% of the spans of English text), that token is its longest match."""
-    dat_rows, starts, fallback, short_tokens, long_tokens = tables
-    token = whole_token(short_tokens, long_tokens, data, start, end)
-    if token >= 0:
-        out[count] = token
-        return count + 1
-    return match_span_rows(data, start, end, dat_rows, starts, fallback, out, count)
-
-
 # What each byte is to the ASCII shortcut of the o200k and cl100k patterns; 0 (a control byte other than \t \n
 # \v \f \r, DEL, any byte >= 0x80): the shortcut leaves the span to the pre-tokenizer.
 LOWER, UPPER, DIGIT, SYMBOL, BLANK, NEWLINE_BYTE = 1, 2, 4, 8, 16, 32
@@ -435,7 +289,6 @@ ASCII_KINDS[ord("0"):ord("9") + 1] = DIGIT
 ASCII_KINDS[[0x09, 0x0B, 0x0C, 0x20]] = BLANK  # \s other than \r \n
 ASCII_KINDS[[0x0A, 0x0D]] = NEWLINE_BYTE
 HIGH_BITS = np.uint64(0x8080808080808080)
-ALL_BITS = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 @njit(cache=True, _nrt=False, inline="always")
