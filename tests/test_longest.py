@@ -1,7 +1,6 @@
 """Greedy longest match: reference and jit give identical ids; byte fallback makes every round trip lossless."""
 
 import functools
-import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -10,10 +9,11 @@ from conftest import CORPUS_FILES, corpus_text, mergeable_ranks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import crayon
+from crayon.errors import CartridgeError
 from crayon.jit import longest as jit_longest
 from crayon.jit.dat import compile_dat
 from crayon.jit.pretokenize import PATTERN_IDS, unicode_tables
-from crayon.jit.tables import id_list, id_objects
 from crayon.reference import longest as ref_longest
 from crayon.reference.pretokenize import split
 
@@ -189,29 +189,11 @@ def test_engine_kernel_agrees_with_reference_around_ascii_spans(text, pattern):
     assert encode_text(data, pattern, "full") == expected
 
 
-@settings(max_examples=50, deadline=None)
-@given(st.lists(st.integers(0, 4999), max_size=300), st.sampled_from([np.uint32, np.int32]))
-def test_id_list_gives_the_shared_ints_and_balanced_reference_counts(ids, dtype):
-    """``id_list`` (the C-API list builder) equals ``tolist()``, holds ``id_objects``' ints, and each list takes
-    one reference per item and gives them back when it goes."""
-    objects = id_objects(5000)
-    id_list(np.array([1], dtype), 5000)  # compiled before counting
-    counted = sorted(set(i for i in ids if i > 256))  # not CPython's cached small ints, shared by everyone
-    before = [sys.getrefcount(objects[i]) for i in counted]
-    listed = id_list(np.array(ids, dtype), 5000)
-    assert listed == ids and all(item is objects[item] for item in listed)
-    assert [sys.getrefcount(objects[i]) - b for i, b in zip(counted, before)] == [ids.count(i) for i in counted]
-    del listed
-    assert [sys.getrefcount(objects[i]) for i in counted] == before
-
-
-def test_id_list_refuses_ids_outside_the_vocabulary_and_other_arrays():
-    for bad in (np.array([3, 10], np.uint32), np.array([3, -1], np.int32)):
-        with pytest.raises(IndexError, match="outside the 10 ids"):
-            id_list(bad, 10)
-    with pytest.raises(TypeError, match="uint32 or int32"):
-        id_list(np.array([1, 2], np.int64), 10)
-    assert id_list(np.array([], np.uint32), 10) == []
+def test_a_corrupt_dat_id_raises_instead_of_a_wrong_list():
+    engine = crayon.load("lite", algorithm="longest", backend="jit").engine
+    with pytest.raises(CartridgeError, match="outside the vocabulary"):
+        engine.as_list(np.array([3, engine._n_ids], np.uint32))
+    assert engine.as_list(np.array([], np.uint32)) == []
 
 
 @settings(max_examples=300, deadline=None)

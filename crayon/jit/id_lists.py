@@ -143,7 +143,7 @@ def id_list(kernel, tokens: np.ndarray, objects_and_addresses: tuple[np.ndarray,
     if made == NO_MEMORY:
         raise MemoryError(f"no memory for a list of {len(tokens)} token ids")
     if made == BAD_ID:
-        raise CartridgeError("the BPE tables are corrupt: a token id outside the vocabulary came out")
+        raise CartridgeError("the tables are corrupt: a token id outside the vocabulary came out")
     ids = ctypes.cast(made, ctypes.py_object).value  # a second reference to the list
     _drop_reference(ids)  # the kernel's: ``ids`` holds the only one now
     return ids

@@ -32,18 +32,18 @@ from typing import Sequence
 
 import numpy as np
 
-from crayon.errors import CartridgeError
 from crayon.jit.backtrack import interleave_dat, prefix_states
 from crayon.jit.cache import LITTLE_ENDIAN, load_word
 from crayon.jit.cores import available_cores
 from crayon.jit.dat import check_dat_arrays
+from crayon.jit.id_lists import id_list, id_list_kernel, object_addresses
 from crayon.jit.kernels import SPAN_BATCH
-from crayon.jit.lazy import intrinsic, njit
+from crayon.jit.lazy import njit
 from crayon.jit.long_text import LongTexts, joined_arrays, joined_lists
 from crayon.jit.pretokenize import (CL100K, O200K, PATTERN_IDS, classify_characters, fill_span_ends, jit_pattern_of,
-                                    unicode_tables)
+                                    trailing_zeros, unicode_tables)
 from crayon.jit.status import NO_PROGRESS, raise_for_status
-from crayon.jit.tables import id_list
+from crayon.jit.tables import id_objects
 from crayon.reference.engine import flat_from_arrays
 
 
@@ -62,6 +62,7 @@ class LongestMatchEngine:
         self._model = model
         self._fallback = np.ascontiguousarray(model.fallback, dtype=np.int32)
         self._n_ids = max(model.token_bytes, default=-1) + 1  # every id a sound DAT or the fallback can give
+        self._ids = None  # (id_objects, their addresses), taken at the first encode
         self._normalizer = tokenizer.normalizer
         self._pretokenizer = tokenizer.pretokenizer
         self._pattern_name = jit_pattern_of(tokenizer)
@@ -110,10 +111,9 @@ class LongestMatchEngine:
 
     def as_list(self, ids: np.ndarray) -> list[int]:
         """``ids.tolist()`` through ``id_list``; CartridgeError for an id no token has (a corrupt DAT)."""
-        try:
-            return id_list(ids, self._n_ids)
-        except IndexError:
-            raise CartridgeError("the DAT is corrupt: an id outside the vocabulary came out") from None
+        if self._ids is None:
+            self._ids = object_addresses(id_objects(self._n_ids))
+        return id_list(id_list_kernel, ids, self._ids)
 
     def encode_ordinary_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
         """Ids of each text; ``num_threads`` threads (default: ``available_cores()``) share the texts."""
@@ -305,18 +305,6 @@ def _skip(data, position, stop, kinds):
     return position
 
 
-@intrinsic
-def _trailing_zeros(typingctx, word):
-    """The trailing zero bits of a uint64 (64 for 0): LLVM's cttz (one tzcnt instruction)."""
-    from llvmlite import ir
-    from numba.core import types
-
-    def codegen(context, builder, signature, args):
-        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 0))
-
-    return types.uint64(types.uint64), codegen
-
-
 @njit(cache=True, _nrt=False, inline="always")
 def _letter_bits(word, kinds):
     """The top bit of each byte of ``word`` (8 bytes, little-endian) that is a lower-case (``kinds`` LOWER), an
@@ -337,7 +325,7 @@ def _letter_bits(word, kinds):
 def _letters_at(data, position, kinds):
     """How many of the 8 bytes at ``position`` (which must lie in ``data``) are letters of ``kinds`` before the
     first that is not: 0-8, with no branch."""
-    return np.int64(_trailing_zeros(~_letter_bits(load_word(data, position), kinds) & HIGH_BITS) >> np.uint64(3))
+    return trailing_zeros(~_letter_bits(load_word(data, position), kinds) & HIGH_BITS) >> 3
 
 
 @njit(cache=True, _nrt=False, inline="always")

@@ -493,14 +493,14 @@ def ascii_masks(typingctx, data, index):
 
 @intrinsic
 def trailing_zeros(typingctx, word):
-    """The number of trailing zero bits of a nonzero uint64 (one instruction)."""
+    """The number of trailing zero bits of a uint64, 64 for 0 (one tzcnt instruction)."""
     from llvmlite import ir
     from numba.core import cgutils, types
 
     def codegen(context, builder, signature, args):
         function = cgutils.get_or_insert_function(
             builder.module, ir.FunctionType(ir.IntType(64), [ir.IntType(64), ir.IntType(1)]), "llvm.cttz.i64")
-        return builder.call(function, [args[0], ir.Constant(ir.IntType(1), 1)])
+        return builder.call(function, [args[0], ir.Constant(ir.IntType(1), 0)])
 
     return types.int64(types.uint64), codegen
 
@@ -514,7 +514,7 @@ def leading_zeros(typingctx, word):
     def codegen(context, builder, signature, args):
         function = cgutils.get_or_insert_function(
             builder.module, ir.FunctionType(ir.IntType(64), [ir.IntType(64), ir.IntType(1)]), "llvm.ctlz.i64")
-        return builder.call(function, [args[0], ir.Constant(ir.IntType(1), 1)])
+        return builder.call(function, [args[0], ir.Constant(ir.IntType(1), 0)])
 
     return types.int64(types.uint64), codegen
 

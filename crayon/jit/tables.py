@@ -19,8 +19,7 @@
   the piece cache (``crayon.jit.cache.build_short_tokens``).
 
 ``kernel_tables(tables)`` is the tuple the kernels of ``crayon.jit.kernels`` take. ``id_objects`` is the table the
-engines build lists of ids from; ``id_list`` builds one long list from it at about twice the speed of
-``id_objects(n).take(ids).tolist()``.
+engines build lists of ids from (``crayon.jit.id_lists``).
 """
 
 from __future__ import annotations
@@ -36,11 +35,10 @@ from crayon.jit import aot
 from crayon.jit.backtrack import build_backtrack_tables, whole_span_tokens
 from crayon.jit.bpe import EMPTY, fill_pair_table, fill_vocab_index, table_capacity, tiktoken_pairs
 from crayon.jit.cache import build_short_tokens
-from crayon.jit.lazy import intrinsic, njit
 from crayon.reference.bpe import BytePairModel
 
 __all__ = ["TABLES_VERSION", "BPE_TABLE_NAMES", "build_bpe_tables", "check_bpe_tables", "kernel_tables",
-           "id_objects", "id_list"]
+           "id_objects"]
 
 TABLES_VERSION = 4
 BPE_TABLE_NAMES = ("byte_tokens", "pair_table", "token_offsets", "token_bytes", "vocab_index", "settings", "short_tokens")
@@ -142,82 +140,20 @@ def _read_only(array: np.ndarray) -> np.ndarray:
 
 
 _id_objects = np.empty(0, dtype=object)
-_id_addresses = np.empty(0, dtype=np.int64)  # id() of each entry of _id_objects: the object's address in CPython
 _id_objects_lock = threading.Lock()
-
-
-def _grown_id_objects(n_ids: int) -> tuple[np.ndarray, np.ndarray]:
-    """(_id_objects, _id_addresses), grown to at least ``n_ids`` entries. Growing keeps the objects already there,
-    so an address read from an older table stays the address of a live object."""
-    global _id_objects, _id_addresses
-    objects, addresses = _id_objects, _id_addresses
-    if len(objects) < n_ids:
-        with _id_objects_lock:
-            if len(_id_objects) < n_ids:
-                more = np.array(range(len(_id_objects), n_ids), dtype=object)
-                _id_addresses = np.concatenate([_id_addresses, np.fromiter(map(id, more), np.int64, len(more))])
-                _id_objects = np.concatenate([_id_objects, more])
-            objects, addresses = _id_objects, _id_addresses
-    return objects, addresses
 
 
 def id_objects(n_ids: int) -> np.ndarray:
     """An object array whose entry i is the int i, for ids 0..n_ids-1: one array for the whole process, grown to
     the largest vocabulary seen, so that a newly loaded tokenizer does not build its own."""
-    return _grown_id_objects(n_ids)[0][:n_ids]
-
-
-def id_list(ids: np.ndarray, n_ids: int) -> list[int]:
-    """``ids.tolist()`` (ids a 1-D uint32 or int32 array) made of the shared ints of ``id_objects(n_ids)``;
-    IndexError for an id outside 0..n_ids-1.
-
-    The list is filled through CPython's C API (``Py_IncRef``, ``PyList_SetItem``) with the objects' addresses,
-    without the temporary object array of ``id_objects(n_ids).take(ids).tolist()``, whose building touches each
-    int three times: 6.5 ns an id instead of 12-16 (600,000 ids of English text, one core)."""
-    objects, addresses = _grown_id_objects(n_ids)  # holding ``objects`` keeps every address below alive
-    ids = np.ascontiguousarray(ids)
-    if ids.ndim != 1 or ids.dtype not in (np.uint32, np.int32):
-        raise TypeError(f"ids must be a 1-D uint32 or int32 array, not {ids.ndim}-D {ids.dtype}")
-    listed = [None] * len(ids)
-    filled = _fill_id_list(id(listed), ids, addresses[:n_ids])
-    if filled < len(ids):
-        raise IndexError(f"id {int(ids[filled])} is outside the {n_ids} ids of the vocabulary")
-    return listed
-
-
-@njit(cache=True)  # not nogil: the C API calls need the GIL, which the dispatcher holds while this runs
-def _fill_id_list(list_address, ids, addresses):
-    """Put the object at ``addresses[ids[i]]`` in item i of the list at ``list_address`` (a list of ``len(ids)``
-    Nones), for each i, until an id is outside ``addresses``; return how many items were filled."""
-    for index in range(ids.shape[0]):
-        token = np.int64(ids[index])
-        if token < 0 or token >= addresses.shape[0]:
-            return index
-        if _share_in_list(list_address, index, addresses[token]) != 0:
-            return index
-    return ids.shape[0]
-
-
-@intrinsic
-def _share_in_list(typingctx, list_address, index, object_address):
-    """``Py_IncRef(object); PyList_SetItem(list, index, object)`` (which takes over the new reference and drops
-    the item's old one), on addresses given as int64; PyList_SetItem's result, 0 on success."""
-    from llvmlite import ir
-    from numba.core import cgutils, types
-
-    def codegen(context, builder, signature, args):
-        pointer = ir.IntType(8).as_pointer()
-        size = ir.IntType(64)
-        incref = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [pointer]),
-                                                "Py_IncRef")
-        set_item = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.IntType(32), [pointer, size, pointer]), "PyList_SetItem")
-        listed, item = (builder.inttoptr(args[i], pointer) for i in (0, 2))
-        builder.call(incref, [item])
-        result = builder.call(set_item, [listed, args[1], item])
-        return builder.sext(result, size)
-
-    return types.int64(types.int64, types.int64, types.int64), codegen
+    global _id_objects
+    table = _id_objects
+    if len(table) < n_ids:
+        with _id_objects_lock:
+            if len(_id_objects) < n_ids:
+                _id_objects = np.array(range(n_ids), dtype=object)
+            table = _id_objects
+    return table[:n_ids]
 
 
 _gc_pauses = 0  # callers of id_lists building lists now; the first pauses the collector, the last resumes it
