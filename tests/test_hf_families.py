@@ -14,6 +14,7 @@ from strategies import tokenizer_text
 
 import crayon
 from crayon.errors import FormatError
+from crayon.formats.hf_io import spec_from_hf
 from crayon.formats.hf_normalize import BertNormalizer, normalizer_from_hf
 from crayon.formats.sentencepiece import read_sentencepiece
 
@@ -281,3 +282,130 @@ def test_bert_family_runs_compiled_with_hf_ids(family_files, name):
             assert ours.encode(text, allowed_special="all") == hf.encode(text, add_special_tokens=False).ids
 
         check()
+
+
+# --- Metaspace compiled; SentencePiece-style BPE (Llama 2, Mistral) a word at a time ----------------------------
+
+METASPACE_OPTIONS = [(replacement, scheme, split) for replacement in ("\u2581", "_", "\U0001f600")
+                     for scheme in ("always", "first", "never") for split in (True, False)]
+SPACEY = st.sampled_from(list(" \u2581_\U0001f600a\u00e9\u4e2d\t\n") + ["  ", "\u2581 ", " \u2581"])
+metaspace_text = st.one_of(tokenizer_text, st.lists(SPACEY, max_size=16).map("".join))
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=metaspace_text, options=st.sampled_from(METASPACE_OPTIONS))
+def test_metaspace_reference_matches_hf(text, options):
+    from crayon.formats.hf_pretokenize import Metaspace
+
+    replacement, scheme, split = options
+    hf = tokenizers.pre_tokenizers.Metaspace(replacement=replacement, prepend_scheme=scheme, split=split)
+    assert Metaspace(replacement, scheme, split)([text]) == [piece for piece, _ in hf.pre_tokenize_str(text)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(pieces=st.lists(st.tuples(metaspace_text, st.booleans()), max_size=6), options=st.sampled_from(METASPACE_OPTIONS))
+def test_metaspace_jit_matches_the_reference(pieces, options):
+    """Several pieces at once, some not kept (copied as they are, as a split before it leaves them)."""
+    import numpy as np
+
+    from crayon.jit.whitespace_normalizer import metaspace_pieces
+    from crayon.reference.pretokenize import metaspace_split
+
+    replacement, scheme, split = options
+    encoded = [text.encode("utf-8") for text, _ in pieces]
+    ends = np.cumsum([len(piece) for piece in encoded], dtype=np.int64)
+    kept = np.array([keep for _, keep in pieces], np.uint8)
+    data, out_ends, out_kept, mapped = metaspace_pieces(np.frombuffer(b"".join(encoded), np.uint8), ends, kept,
+                                                        replacement, scheme != "never", split)
+    starts = [0, *out_ends.tolist()]
+    got = [(data[start:end].tobytes().decode("utf-8"), bool(keep)) for start, end, keep in zip(starts, starts[1:], out_kept)]
+    expected = []
+    for text, keep in pieces:
+        expected += [(piece, True) for piece in metaspace_split(text, replacement, scheme != "never", split)] if keep else [(text, False)]
+    assert [(piece, keep) for piece, keep in got if piece or not keep] == [(p, k) for p, k in expected if p or not k]
+    mapped_starts = [0, *mapped.tolist()]  # each input piece's output is data[mapped[i - 1]:mapped[i]]
+    assert [data[start:end].tobytes().decode("utf-8") for start, end in zip(mapped_starts, mapped_starts[1:])] == [
+        "".join(metaspace_split(text, replacement, scheme != "never", split)) if keep else text for text, keep in pieces]
+
+
+@pytest.fixture(scope="module")
+def sentencepiece_bpe_files(training_file):
+    """Llama 2 and Mistral-style tokenizer.json files of a SentencePiece BPE model with byte fallback: Llama 2
+    spells the ▁s with a normalizer (Prepend, Replace) and has no pre-tokenizer; Mistral has Metaspace
+    "first" without splitting. The merges are every split of a piece into two pieces, by the piece's rank."""
+    from tokenizers import decoders, models, pre_tokenizers
+
+    model = train_sentencepiece(training_file, "identity", model_type="bpe", byte_fallback=True)
+    processor = spm.SentencePieceProcessor(model_file=model)
+    vocab = {processor.id_to_piece(i): i for i in range(processor.get_piece_size())}
+    merges = sorted((token_id, vocab[piece[:cut]], vocab[piece[cut:]], piece[:cut], piece[cut:])
+                    for piece, token_id in vocab.items() for cut in range(1, len(piece))
+                    if piece[:cut] in vocab and piece[cut:] in vocab)
+    files = {}
+    for name, normalizer, pre_tokenizer in (
+            ("llama2", hf_normalizers.Sequence([hf_normalizers.Prepend("\u2581"), hf_normalizers.Replace(" ", "\u2581")]),
+             None),
+            ("mistral", None, pre_tokenizers.Metaspace(prepend_scheme="first", split=False))):
+        hf = tokenizers.Tokenizer(models.BPE(vocab, [(left, right) for *_, left, right in merges], unk_token="<unk>",
+                                             fuse_unk=True, byte_fallback=True))
+        if normalizer is not None:
+            hf.normalizer = normalizer
+        if pre_tokenizer is not None:
+            hf.pre_tokenizer = pre_tokenizer
+        hf.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                        decoders.Strip(" ", 1, 0)])
+        files[name] = training_file.parent / f"{name}.json"
+        hf.save(str(files[name]))
+    return files
+
+
+def check_compiled_family(path, texts):
+    """Loaded without the Python pre-tokenizer warning; HF's ids text by text and as a batch."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ours = crayon.load(path, backend="jit")
+    assert ours.engine.compiled_splits is not None
+    hf = tokenizers.Tokenizer.from_file(str(path))
+    for text in texts:
+        assert ours.encode(text, allowed_special="all") == hf.encode(text, add_special_tokens=False).ids
+    assert ours.encode_batch(texts, allowed_special="all") == [
+        encoding.ids for encoding in hf.encode_batch(texts, add_special_tokens=False)]
+    return ours
+
+
+BATCH_EDGES = ["", " ", "  a  ", "\u2581", "\u2581\u2581x", "x \u2581 y", "", "end "]
+
+
+@pytest.mark.parametrize("name", ["T5Tokenizer", "AlbertTokenizer", "XLNetTokenizer"])
+def test_metaspace_families_run_compiled_with_hf_ids(family_files, name):
+    lines = [line for line in sample_text().splitlines() if line][:3000]
+    check_compiled_family(family_files[name], [sample_text()[:60_000], *BATCH_EDGES, *lines])
+
+
+@pytest.mark.parametrize("name", ["llama2", "mistral"])
+def test_sentencepiece_bpe_files_run_word_by_word_with_hf_ids(sentencepiece_bpe_files, name):
+    lines = [line for line in sample_text().splitlines() if line][:3000]
+    ours = check_compiled_family(sentencepiece_bpe_files[name], [sample_text()[:60_000], *BATCH_EDGES, *lines])
+    assert ours.model.merges_never_cross("\u2581")  # so the kernel encodes a word at a time
+    hf = tokenizers.Tokenizer.from_file(str(sentencepiece_bpe_files[name]))
+
+    @settings(max_examples=150, deadline=None)
+    @given(text=metaspace_text)
+    def check(text):
+        assert ours.encode(text) == hf.encode(text, add_special_tokens=False).ids
+
+    check()
+
+
+def test_merges_that_cross_a_space_keep_the_whole_span():
+    """A merge onto a piece that starts with ▁ ("a" + "▁b"): spans are not cut, the ids stay HF's."""
+    from tokenizers import models
+
+    vocab = {token: i for i, token in enumerate(["<unk>", "a", "b", "\u2581", "\u2581b", "a\u2581b", "c"])}
+    merges = [("\u2581", "b"), ("a", "\u2581b")]
+    hf = tokenizers.Tokenizer(models.BPE(vocab, merges, unk_token="<unk>"))
+    hf.normalizer = hf_normalizers.Replace(" ", "\u2581")
+    ours = crayon.Tokenizer.from_spec(spec_from_hf(json.loads(hf.to_str())), backend="jit")
+    assert not ours.model.merges_never_cross("\u2581")
+    for text in ("a b", "a bc a b", "ca b b"):
+        assert ours.encode(text) == hf.encode(text, add_special_tokens=False).ids

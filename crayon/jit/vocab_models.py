@@ -36,7 +36,7 @@ class VocabModelEngine:
         self._tokenizer = tokenizer  # its model is built on first use (a cartridge's, when opened)
         self._normalizer = tokenizer.normalizer
         self._pretokenizer = tokenizer.pretokenizer
-        self.compiled_splits = compiled_splits_of(tokenizer.pretokenizer)
+        self.compiled_splits = compiled_splits_of(tokenizer.pretokenizer, rewrites=True)
         splits_add_prefix = self.compiled_splits is not None and self.compiled_splits.add_prefix_space
         self._whitespace_options = None if splits_add_prefix else getattr(tokenizer.normalizer, "whitespace_options",
                                                                           None)
@@ -79,7 +79,7 @@ class VocabModelEngine:
             data = np.frombuffer(b"".join(prepared), np.uint8)
             text_ends = np.cumsum(np.fromiter(map(len, prepared), np.int64, len(prepared)))
         data.flags.writeable = False
-        ends, kept = self.compiled_splits.split(data, text_ends)
+        data, ends, kept, text_ends = self.compiled_splits.run(data, text_ends)
         starts = np.concatenate(([0], ends[:-1])) if len(ends) else ends
         text_of_span = np.searchsorted(text_ends, starts[(kept != 0) & (ends > starts)], side="right")
         data, ends = kept_text(data, ends, kept)

@@ -62,6 +62,15 @@ class CharBytePairModel:
             symbols.append(self.unk_id)
         return symbols
 
+    def merges_never_cross(self, char: str) -> bool:
+        """Whether a span cut before each ``char`` gives the same ids: ``char`` has a token (so it is a symbol of
+        its own, never in a run of unknown characters or byte pieces) and no merge joins a symbol to one that
+        starts with ``char``, so no symbol ever spans a cut."""
+        if char not in self.vocab:
+            return False
+        starting = {token_id for token, token_id in self.vocab.items() if token.startswith(char)}
+        return not any(right in starting for _, right in self.merges)
+
     def encode_span(self, span: bytes) -> list[int]:
         """The ids of one span (text as UTF-8)."""
         symbols = self.first_symbols(span.decode("utf-8"))
