@@ -110,6 +110,18 @@ def test_precompiled_matches_hf_on_generated_text(charsmap, text):
     assert ours(text) == hf.normalize_str(text)
 
 
+# clusters of every kind beside characters that are clusters of their own, keys among both
+CLUSTER_CHARS = st.sampled_from(list("a \t\n\r\x01\x00\u0301\u0302\u200d\U0001F468\U0001F1FA\U0001F1F8\u1100\u1161"
+                                     "\u11a8\uac00\uff21\ufb01\u0915\u094d\u0937\u0e01\u0e48\u2581\u00e9"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.lists(CLUSTER_CHARS, max_size=30).map("".join))
+def test_precompiled_matches_hf_where_clusters_meet(charsmap, text):
+    ours, hf = precompiled_pair(charsmap)
+    assert ours(text) == hf.normalize_str(text)
+
+
 def test_a_damaged_charsmap_is_refused():
     for spec in ({"type": "Precompiled", "precompiled_charsmap": "not base64!"},
                  {"type": "Precompiled", "precompiled_charsmap": "AAAA"}):
