@@ -421,3 +421,27 @@ def test_merges_that_cross_a_space_keep_the_whole_span():
     assert not ours.model.merges_never_cross("\u2581")
     for text in ("a b", "a bc a b", "ca b b"):
         assert ours.encode(text) == hf.encode(text, add_special_tokens=False).ids
+
+
+BATCH_NORMALIZER_SPECS = [
+    {"type": "NFKD"}, {"type": "NFC"}, {"type": "Lowercase"}, {"type": "StripAccents"}, {"type": "Nmt"},
+    {"type": "Strip", "strip_left": False, "strip_right": True},
+    {"type": "Replace", "pattern": {"String": "``"}, "content": "\""},
+    {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": "\u2581"},
+    {"type": "Replace", "pattern": {"Regex": "a*"}, "content": "\\1"},
+    {"type": "Prepend", "prepend": "\u2581"},
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts=st.lists(st.one_of(tokenizer_text, st.lists(st.sampled_from(["\x00", "  ", "\u03a3", "``", "a", "\u0301"]),
+                                                        max_size=6).map("".join)), max_size=8))
+def test_normalize_batch_gives_each_texts_hf_normalization(family_files, texts):
+    """Joined at NUL where the normalizer allows it, text by text where a text holds a NUL or it does not."""
+    specs = BATCH_NORMALIZER_SPECS + [json.loads(family_files[name].read_text())["normalizer"]
+                                      for name in ("T5Tokenizer", "AlbertTokenizer", "bert-uncased")]
+    for spec in specs:
+        hf = tokenizers.Tokenizer.from_str(json.dumps({
+            "version": "1.0", "normalizer": spec, "model": {"type": "WordLevel", "vocab": {"a": 0}, "unk_token": "a"}
+        })).normalizer
+        assert normalizer_from_hf(spec).normalize_batch(texts) == [hf.normalize_str(text) for text in texts], spec

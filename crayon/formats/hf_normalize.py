@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import unicodedata
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 import regex
@@ -30,6 +30,7 @@ from crayon.formats.hf_pretokenize import (
     to_byte_chars,
 )
 from crayon.formats.precompiled_charsmap import CharsMap, charsmap_from_base64, charsmap_to_base64
+from crayon.reference.regex_vm import compile_regex
 from crayon.reference.unicode16 import pin_unicode_classes
 
 
@@ -89,13 +90,27 @@ def remove_code_points(text: str, mask: np.ndarray) -> str:
     return code_points[~removed].tobytes().decode("utf-32-le") if removed.any() else text
 
 
+BATCH_SEPARATOR = "\x00"  # a starter, a grapheme cluster of its own, neither cased nor a mark, no charsmap key
+
+
 class Normalizer:
     """One HF normalizer: call it on text; ``to_hf`` is its tokenizer.json object."""
 
     maps_to_byte_chars = False  # True when the output is GPT-2 byte-level text
+    # True when it keeps BATCH_SEPARATOR and normalizes the text on each side of one as that text alone
+    joins_texts = False
 
     def __call__(self, text: str) -> str:
         raise NotImplementedError
+
+    def normalize_batch(self, texts: Sequence[str]) -> list[str]:
+        """``[self(text) for text in texts]``, in one call on the texts joined by ``BATCH_SEPARATOR`` where the
+        normalizer ``joins_texts`` and no text holds the separator."""
+        if self.joins_texts and len(texts) > 1:
+            joined = BATCH_SEPARATOR.join(texts)
+            if joined.count(BATCH_SEPARATOR) == len(texts) - 1:
+                return self(joined).split(BATCH_SEPARATOR)
+        return [self(text) for text in texts]
 
     def to_hf(self) -> dict:
         raise NotImplementedError
@@ -108,6 +123,8 @@ def _not_normalized_by_hf_mask() -> np.ndarray:
 
 class UnicodeNormalizer(Normalizer):
     """HF ``NFC``, ``NFD``, ``NFKC``, ``NFKD``: Unicode normalization with HF's Unicode 9.0 tables."""
+
+    joins_texts = True
 
     FORMS = ("NFC", "NFD", "NFKC", "NFKD")
 
@@ -134,10 +151,11 @@ class UnicodeNormalizer(Normalizer):
 class Lowercase(Normalizer):
     """HF ``Lowercase``: each character's full lowercase mapping, with no context (so no final sigma)."""
 
+    joins_texts = True
+
     def __call__(self, text: str) -> str:
-        if "\u03a3" not in text:  # str.lower is per character except for the final sigma rule of capital sigma
-            return text.lower()
-        return "".join(char.lower() for char in text)
+        # str.lower is per character except for the final sigma rule of capital sigma, which HF lowers to σ
+        return "\u03c3".join(part.lower() for part in text.split("\u03a3"))
 
     def to_hf(self) -> dict:
         return {"type": "Lowercase"}
@@ -158,6 +176,9 @@ class Strip(Normalizer):
         ))
 
     def __call__(self, text: str) -> str:
+        # White_Space characters are all str.isspace ones: text whose ends are not has nothing to strip
+        if not text or not ((self.left and text[0].isspace()) or (self.right and text[-1].isspace())):
+            return text
         return self._pattern.sub("", text)
 
     def to_hf(self) -> dict:
@@ -166,6 +187,8 @@ class Strip(Normalizer):
 
 class StripAccents(Normalizer):
     """HF ``StripAccents``: remove every combining mark (category M, by HF's Unicode 9.0 tables)."""
+
+    joins_texts = True
 
     def __call__(self, text: str) -> str:
         if text.isascii():
@@ -265,10 +288,22 @@ class Replace(Normalizer):
         self.content = content
         self.is_regex = is_regex
         self._regex = compile_hf_regex(pattern) if is_regex else string_pattern(pattern)
+        self.joins_texts = (not is_regex and bool(pattern) and BATCH_SEPARATOR not in pattern
+                            and BATCH_SEPARATOR not in content)
+        # a regex that cannot match the empty string (one the compiler takes) finds HF's matches with sub
+        self._template = None
+        if is_regex:
+            try:
+                compile_regex(self._regex.pattern, multiline=True)
+                self._template = content.replace("\\", "\\\\")
+            except UnsupportedComponentError:
+                pass
 
     def __call__(self, text: str) -> str:
         if not self.is_regex and self.pattern:  # leftmost, non-overlapping occurrences, as HF finds them
             return text.replace(self.pattern, self.content)
+        if self._template is not None:
+            return self._regex.sub(self._template, text)
         return "".join(
             self.content if is_match else text[start:end] for start, end, is_match in find_matches(self._regex, text)
         )
@@ -298,6 +333,8 @@ _NMT_TO_SPACE = regex.compile(r"[\t\n\x0C\r\u1680\u200B-\u200F\u2028\u2029\u2581
 class Nmt(Normalizer):
     """HF ``Nmt``: drop ASCII control characters, turn other space-like characters into a space."""
 
+    joins_texts = True
+
     def __call__(self, text: str) -> str:
         return _NMT_TO_SPACE.sub(" ", _NMT_REMOVED.sub("", text))
 
@@ -307,6 +344,8 @@ class Nmt(Normalizer):
 
 class Precompiled(Normalizer):
     """HF ``Precompiled``: SentencePiece's precompiled character map (``crayon.formats.precompiled_charsmap``)."""
+
+    joins_texts = True
 
     def __init__(self, charsmap: CharsMap):
         self.charsmap = charsmap
@@ -344,6 +383,11 @@ class NormalizerSequence(Normalizer):
         for normalizer in self.normalizers:
             text = normalizer(text)
         return text
+
+    def normalize_batch(self, texts: Sequence[str]) -> list[str]:
+        for normalizer in self.normalizers:
+            texts = normalizer.normalize_batch(texts)
+        return list(texts)
 
     def to_hf(self) -> dict:
         return {"type": "Sequence", "normalizers": [normalizer.to_hf() for normalizer in self.normalizers]}

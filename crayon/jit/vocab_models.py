@@ -55,16 +55,17 @@ class VocabModelEngine:
         tables = CharBytePairTables(self.model)
         return lambda model, data, ends: char_bpe_encode_spans(tables, data, ends)
 
-    def _prepared(self, text: str) -> bytes:
-        """The UTF-8 bytes the pre-tokenizer splits: the normalized text (with the compiled splits' prefix)."""
-        if self._normalizer is not None:
-            text = self._normalizer(text)
-        return self.compiled_splits.prepare(text) if self.compiled_splits is not None else text.encode("utf-8")
+    def _normalized(self, texts: Sequence[str]) -> Sequence[str]:
+        """The texts normalized, at once where the normalizer has ``normalize_batch`` (HF's normalizers)."""
+        if self._normalizer is None:
+            return texts
+        normalize_batch = getattr(self._normalizer, "normalize_batch", None)
+        return normalize_batch(texts) if normalize_batch is not None else [self._normalizer(text) for text in texts]
 
     def _spans(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(bytes of every span of every text, one after the other; their ends; the text each belongs to)."""
         if self.compiled_splits is None:
-            pieces = [self._pretokenizer(self._normalizer(text) if self._normalizer else text) for text in texts]
+            pieces = [self._pretokenizer(text) for text in self._normalized(texts)]
             spans = [span.encode("utf-8") for text_spans in pieces for span in text_spans]
             ends = np.cumsum(np.fromiter(map(len, spans), np.int64, len(spans)))
             text_of_span = np.repeat(np.arange(len(texts)), [len(text_spans) for text_spans in pieces])
@@ -75,7 +76,8 @@ class VocabModelEngine:
             data, text_ends = normalize_utf8(np.frombuffer(b"".join(encoded), np.uint8), text_ends,
                                              **self._whitespace_options)
         else:
-            prepared = [self._prepared(text) for text in texts]
+            prepare = self.compiled_splits.prepare
+            prepared = [prepare(text) for text in self._normalized(texts)]
             data = np.frombuffer(b"".join(prepared), np.uint8)
             text_ends = np.cumsum(np.fromiter(map(len, prepared), np.int64, len(prepared)))
         data.flags.writeable = False
