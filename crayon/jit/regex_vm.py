@@ -13,6 +13,7 @@ Like ``crayon.jit.pretokenize``, an invalid UTF-8 byte is one character; it is m
 from __future__ import annotations
 
 import warnings
+from typing import Sequence
 
 import numpy as np
 
@@ -356,6 +357,14 @@ class CompiledSplits:
         if self.add_prefix_space and text and not text.startswith(" "):
             text = " " + text
         return text.encode("utf-8")
+
+    def prepare_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(bytes, text ends): the texts as ``prepare`` gives each, one after the other (read-only)."""
+        if self.add_prefix_space:
+            texts = [text if not text or text.startswith(" ") else " " + text for text in texts]
+        encoded = list(map(str.encode, texts))
+        text_ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)))
+        return _read_only(np.frombuffer(b"".join(encoded), np.uint8)), text_ends
 
     def run(self, data: np.ndarray, text_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(bytes, span ends, kept, text ends) of the texts data[text_ends[i - 1]:text_ends[i]] after every step:

@@ -71,16 +71,10 @@ class VocabModelEngine:
             text_of_span = np.repeat(np.arange(len(texts)), [len(text_spans) for text_spans in pieces])
             return np.frombuffer(b"".join(spans), np.uint8), ends, text_of_span
         if self._whitespace_options is not None:  # SentencePiece's normalization, on the bytes of all texts at once
-            encoded = [text.encode("utf-8") for text in texts]
-            text_ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)))
-            data, text_ends = normalize_utf8(np.frombuffer(b"".join(encoded), np.uint8), text_ends,
-                                             **self._whitespace_options)
+            data, text_ends = normalize_utf8(*self.compiled_splits.prepare_batch(texts), **self._whitespace_options)
+            data.flags.writeable = False
         else:
-            prepare = self.compiled_splits.prepare
-            prepared = [prepare(text) for text in self._normalized(texts)]
-            data = np.frombuffer(b"".join(prepared), np.uint8)
-            text_ends = np.cumsum(np.fromiter(map(len, prepared), np.int64, len(prepared)))
-        data.flags.writeable = False
+            data, text_ends = self.compiled_splits.prepare_batch(self._normalized(texts))
         data, ends, kept, text_ends = self.compiled_splits.run(data, text_ends)
         starts = np.concatenate(([0], ends[:-1])) if len(ends) else ends
         text_of_span = np.searchsorted(text_ends, starts[(kept != 0) & (ends > starts)], side="right")
