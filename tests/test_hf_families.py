@@ -5,6 +5,7 @@ here from models trained in seconds, converted by transformers' converters) load
 import json
 import unicodedata
 import warnings
+from pathlib import Path
 
 import pytest
 from conftest import corpus_text
@@ -344,31 +345,11 @@ def test_metaspace_jit_matches_the_reference(pieces, options):
 def sentencepiece_bpe_files(training_file):
     """Llama 2 and Mistral-style tokenizer.json files of a SentencePiece BPE model with byte fallback: Llama 2
     spells the ▁s with a normalizer (Prepend, Replace) and has no pre-tokenizer; Mistral has Metaspace
-    "first" without splitting. The merges are every split of a piece into two pieces, by the piece's rank."""
-    from tokenizers import decoders, models, pre_tokenizers
+    "first" without splitting (built as ``bench.families`` builds them)."""
+    from bench.families import llama_style_files
 
     model = train_sentencepiece(training_file, "identity", model_type="bpe", byte_fallback=True)
-    processor = spm.SentencePieceProcessor(model_file=model)
-    vocab = {processor.id_to_piece(i): i for i in range(processor.get_piece_size())}
-    merges = sorted((token_id, vocab[piece[:cut]], vocab[piece[cut:]], piece[:cut], piece[cut:])
-                    for piece, token_id in vocab.items() for cut in range(1, len(piece))
-                    if piece[:cut] in vocab and piece[cut:] in vocab)
-    files = {}
-    for name, normalizer, pre_tokenizer in (
-            ("llama2", hf_normalizers.Sequence([hf_normalizers.Prepend("\u2581"), hf_normalizers.Replace(" ", "\u2581")]),
-             None),
-            ("mistral", None, pre_tokenizers.Metaspace(prepend_scheme="first", split=False))):
-        hf = tokenizers.Tokenizer(models.BPE(vocab, [(left, right) for *_, left, right in merges], unk_token="<unk>",
-                                             fuse_unk=True, byte_fallback=True))
-        if normalizer is not None:
-            hf.normalizer = normalizer
-        if pre_tokenizer is not None:
-            hf.pre_tokenizer = pre_tokenizer
-        hf.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(),
-                                        decoders.Strip(" ", 1, 0)])
-        files[name] = training_file.parent / f"{name}.json"
-        hf.save(str(files[name]))
-    return files
+    return llama_style_files(Path(model), training_file.parent)
 
 
 def check_compiled_family(path, texts):
@@ -445,3 +426,24 @@ def test_normalize_batch_gives_each_texts_hf_normalization(family_files, texts):
             "version": "1.0", "normalizer": spec, "model": {"type": "WordLevel", "vocab": {"a": 0}, "unk_token": "a"}
         })).normalizer
         assert normalizer_from_hf(spec).normalize_batch(texts) == [hf.normalize_str(text) for text in texts], spec
+
+
+@pytest.mark.parametrize("name", ["bert-uncased", "T5Tokenizer", "sentencepiece-bpe"])
+def test_cartridge_reopens_with_its_stored_dat(family_files, sentencepiece_bpe_file, name, tmp_path, monkeypatch):
+    """WordPiece, Unigram and character-BPE cartridges store their DATs: reopening builds none."""
+    import crayon.reference.char_bpe
+    import crayon.reference.unigram
+    import crayon.reference.wordpiece
+
+    path = sentencepiece_bpe_file if name == "sentencepiece-bpe" else family_files[name]
+    tokenizer = load_quietly(path)
+    saved = tokenizer.save(tmp_path / "family.crayon")
+    text = sample_text()[:20_000]
+    expected = tokenizer.encode(text, allowed_special="all")
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("a DAT was built again")
+
+    for module in (crayon.reference.char_bpe, crayon.reference.unigram, crayon.reference.wordpiece):
+        monkeypatch.setattr(module, "compile_dat", no_build)
+    assert load_quietly(saved).encode(text, allowed_special="all") == expected

@@ -13,7 +13,6 @@ from crayon.jit.dat import lookup
 from crayon.jit.lazy import njit
 from crayon.jit.word_cache import find_cached, new_word_cache, remember
 from crayon.reference.char_bpe import CharBytePairModel
-from crayon.reference.dat import compile_dat
 
 SHORT_SPAN = 16  # symbols; longer spans are merged with the heap
 SPACE = "\u2581"  # ▁
@@ -116,8 +115,7 @@ class CharBytePairTables:
     """The arrays the kernel takes for one model: the DAT of its tokens, the byte tokens, the pair table."""
 
     def __init__(self, model: CharBytePairModel):
-        tokens = sorted(model.vocab.items(), key=lambda item: item[1])
-        self.dat = compile_dat([token.encode("utf-8") for token, _ in tokens], [i for _, i in tokens])
+        self.dat = model.dat
         self.byte_ids = (np.array(model.byte_ids, np.int64) if model.byte_fallback else np.full(256, -2, np.int64))
         rows = np.array([(left, right, rank, merged) for (left, right), (rank, merged) in model.merges.items()],
                         np.int64).reshape(-1, 4)
