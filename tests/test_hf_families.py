@@ -415,12 +415,12 @@ BATCH_NORMALIZER_SPECS = [
 
 
 @settings(max_examples=200, deadline=None)
-@given(texts=st.lists(st.one_of(tokenizer_text, st.lists(st.sampled_from(["\x00", "  ", "\u03a3", "``", "a", "\u0301"]),
+@given(texts=st.lists(st.one_of(tokenizer_text, st.lists(st.sampled_from(["\x00", "\ufdd0", "  ", "\u03a3", "``", "a", "\u0301", "\u4e2d", "\t"]),
                                                         max_size=6).map("".join)), max_size=8))
 def test_normalize_batch_gives_each_texts_hf_normalization(family_files, texts):
     """Joined at NUL where the normalizer allows it, text by text where a text holds a NUL or it does not."""
     specs = BATCH_NORMALIZER_SPECS + [json.loads(family_files[name].read_text())["normalizer"]
-                                      for name in ("T5Tokenizer", "AlbertTokenizer", "bert-uncased")]
+                                      for name in ("T5Tokenizer", "AlbertTokenizer", "bert-uncased", "bert-cased")]
     for spec in specs:
         hf = tokenizers.Tokenizer.from_str(json.dumps({
             "version": "1.0", "normalizer": spec, "model": {"type": "WordLevel", "vocab": {"a": 0}, "unk_token": "a"}

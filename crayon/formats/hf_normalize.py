@@ -90,26 +90,28 @@ def remove_code_points(text: str, mask: np.ndarray) -> str:
     return code_points[~removed].tobytes().decode("utf-32-le") if removed.any() else text
 
 
-BATCH_SEPARATOR = "\x00"  # a starter, a grapheme cluster of its own, neither cased nor a mark, no charsmap key
+# NUL: a starter, a grapheme cluster of its own, neither cased nor a mark, no charsmap key (a NUL ends the search)
+BATCH_SEPARATOR = "\x00"
 
 
 class Normalizer:
     """One HF normalizer: call it on text; ``to_hf`` is its tokenizer.json object."""
 
     maps_to_byte_chars = False  # True when the output is GPT-2 byte-level text
-    # True when it keeps BATCH_SEPARATOR and normalizes the text on each side of one as that text alone
-    joins_texts = False
+    # a character the normalizer keeps, normalizing the text on each side of it as that text alone; None: none
+    batch_separator: str | None = None
 
     def __call__(self, text: str) -> str:
         raise NotImplementedError
 
     def normalize_batch(self, texts: Sequence[str]) -> list[str]:
-        """``[self(text) for text in texts]``, in one call on the texts joined by ``BATCH_SEPARATOR`` where the
-        normalizer ``joins_texts`` and no text holds the separator."""
-        if self.joins_texts and len(texts) > 1:
-            joined = BATCH_SEPARATOR.join(texts)
-            if joined.count(BATCH_SEPARATOR) == len(texts) - 1:
-                return self(joined).split(BATCH_SEPARATOR)
+        """``[self(text) for text in texts]``, in one call on the texts joined by the ``batch_separator`` where
+        the normalizer has one and no text holds it."""
+        separator = self.batch_separator
+        if separator is not None and len(texts) > 1:
+            joined = separator.join(texts)
+            if joined.count(separator) == len(texts) - 1:
+                return self(joined).split(separator)
         return [self(text) for text in texts]
 
     def to_hf(self) -> dict:
@@ -124,7 +126,7 @@ def _not_normalized_by_hf_mask() -> np.ndarray:
 class UnicodeNormalizer(Normalizer):
     """HF ``NFC``, ``NFD``, ``NFKC``, ``NFKD``: Unicode normalization with HF's Unicode 9.0 tables."""
 
-    joins_texts = True
+    batch_separator = BATCH_SEPARATOR
 
     FORMS = ("NFC", "NFD", "NFKC", "NFKD")
 
@@ -151,7 +153,7 @@ class UnicodeNormalizer(Normalizer):
 class Lowercase(Normalizer):
     """HF ``Lowercase``: each character's full lowercase mapping, with no context (so no final sigma)."""
 
-    joins_texts = True
+    batch_separator = BATCH_SEPARATOR
 
     def __call__(self, text: str) -> str:
         # str.lower is per character except for the final sigma rule of capital sigma, which HF lowers to σ
@@ -188,7 +190,7 @@ class Strip(Normalizer):
 class StripAccents(Normalizer):
     """HF ``StripAccents``: remove every combining mark (category M, by HF's Unicode 9.0 tables)."""
 
-    joins_texts = True
+    batch_separator = BATCH_SEPARATOR
 
     def __call__(self, text: str) -> str:
         if text.isascii():
@@ -247,6 +249,10 @@ class BertNormalizer(Normalizer):
     ``strip_accents`` (default: ``lowercase``) decomposes (NFD) and removes nonspacing marks, ``lowercase``
     lowercases as ``Lowercase`` does."""
 
+    # a noncharacter (unassigned, a starter, no mark, not white space or a control): each step keeps it and works
+    # character by character (NUL, a control, clean_text removes)
+    batch_separator = "\ufdd0"
+
     def __init__(self, clean_text: bool = True, handle_chinese_chars: bool = True, strip_accents: bool | None = None,
                  lowercase: bool = True):
         self.clean_text = clean_text
@@ -288,8 +294,8 @@ class Replace(Normalizer):
         self.content = content
         self.is_regex = is_regex
         self._regex = compile_hf_regex(pattern) if is_regex else string_pattern(pattern)
-        self.joins_texts = (not is_regex and bool(pattern) and BATCH_SEPARATOR not in pattern
-                            and BATCH_SEPARATOR not in content)
+        if not is_regex and pattern and BATCH_SEPARATOR not in pattern + content:
+            self.batch_separator = BATCH_SEPARATOR
         # a regex that cannot match the empty string (one the compiler takes) finds HF's matches with sub
         self._template = None
         if is_regex:
@@ -333,7 +339,7 @@ _NMT_TO_SPACE = regex.compile(r"[\t\n\x0C\r\u1680\u200B-\u200F\u2028\u2029\u2581
 class Nmt(Normalizer):
     """HF ``Nmt``: drop ASCII control characters, turn other space-like characters into a space."""
 
-    joins_texts = True
+    batch_separator = BATCH_SEPARATOR
 
     def __call__(self, text: str) -> str:
         return _NMT_TO_SPACE.sub(" ", _NMT_REMOVED.sub("", text))
@@ -345,7 +351,7 @@ class Nmt(Normalizer):
 class Precompiled(Normalizer):
     """HF ``Precompiled``: SentencePiece's precompiled character map (``crayon.formats.precompiled_charsmap``)."""
 
-    joins_texts = True
+    batch_separator = BATCH_SEPARATOR
 
     def __init__(self, charsmap: CharsMap):
         self.charsmap = charsmap
