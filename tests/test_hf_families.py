@@ -410,6 +410,8 @@ BATCH_NORMALIZER_SPECS = [
     {"type": "Replace", "pattern": {"String": "``"}, "content": "\""},
     {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": "\u2581"},
     {"type": "Replace", "pattern": {"Regex": "a*"}, "content": "\\1"},
+    {"type": "Replace", "pattern": {"Regex": "[^a]a"}, "content": "<\\0>"},  # matches a separator
+    {"type": "Replace", "pattern": {"Regex": "^a|a$|a(?=\u0301)"}, "content": "A"},  # anchors, a lookahead
     {"type": "Prepend", "prepend": "\u2581"},
 ]
 

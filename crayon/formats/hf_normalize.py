@@ -30,7 +30,7 @@ from crayon.formats.hf_pretokenize import (
     to_byte_chars,
 )
 from crayon.formats.precompiled_charsmap import CharsMap, charsmap_from_base64, charsmap_to_base64
-from crayon.reference.regex_vm import compile_regex
+from crayon.reference.regex_vm import Alt, Anchor, Atomic, Look, Repeat, Seq, compile_regex, parse
 from crayon.reference.unicode16 import pin_unicode_classes
 
 
@@ -286,6 +286,18 @@ def _combining_marks_mask() -> np.ndarray:
     return code_point_mask(StripAccents.is_combining_mark, "[\\p{M}" + "".join(sorted(_MARKS_ONLY_TO_HF)) + "]")
 
 
+def _context_free(node) -> bool:
+    """Whether a parsed regex (``crayon.reference.regex_vm.parse``) has no anchor and no lookaround: whether it
+    matches at a position depends on the text from there on alone."""
+    if isinstance(node, (Look, Anchor)):
+        return False
+    if isinstance(node, (Seq, Alt)):
+        return all(map(_context_free, node.items if isinstance(node, Seq) else node.options))
+    if isinstance(node, (Repeat, Atomic)):
+        return _context_free(node.item)
+    return True  # a character set, an empty group
+
+
 class Replace(Normalizer):
     """HF ``Replace``: replace every match of a string or (Oniguruma) regex with ``content``, taken literally."""
 
@@ -296,12 +308,16 @@ class Replace(Normalizer):
         self._regex = compile_hf_regex(pattern) if is_regex else string_pattern(pattern)
         if not is_regex and pattern and BATCH_SEPARATOR not in pattern + content:
             self.batch_separator = BATCH_SEPARATOR
-        # a regex that cannot match the empty string (one the compiler takes) finds HF's matches with sub
-        self._template = None
+        # a regex that cannot match the empty string (one the compiler takes) finds HF's matches with sub; one
+        # without anchors and lookarounds finds the same in texts joined at BATCH_SEPARATOR, where no match
+        # takes a separator
+        self._template, self._joins_as_regex = None, False
         if is_regex:
             try:
                 compile_regex(self._regex.pattern, multiline=True)
                 self._template = content.replace("\\", "\\\\")
+                self._joins_as_regex = (_context_free(parse(self._regex.pattern, multiline=True))
+                                        and BATCH_SEPARATOR not in content)
             except UnsupportedComponentError:
                 pass
 
@@ -313,6 +329,15 @@ class Replace(Normalizer):
         return "".join(
             self.content if is_match else text[start:end] for start, end, is_match in find_matches(self._regex, text)
         )
+
+    def normalize_batch(self, texts: Sequence[str]) -> list[str]:
+        if self._joins_as_regex and len(texts) > 1:
+            joined = BATCH_SEPARATOR.join(texts)
+            if joined.count(BATCH_SEPARATOR) == len(texts) - 1:
+                replaced = self._regex.sub(self._template, joined)
+                if replaced.count(BATCH_SEPARATOR) == len(texts) - 1:  # else a match took a separator
+                    return replaced.split(BATCH_SEPARATOR)
+        return super().normalize_batch(texts)
 
     def to_hf(self) -> dict:
         pattern = {"Regex" if self.is_regex else "String": self.pattern}

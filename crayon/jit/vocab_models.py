@@ -40,11 +40,14 @@ class VocabModelEngine:
         splits_add_prefix = self.compiled_splits is not None and self.compiled_splits.add_prefix_space
         self._whitespace_options = None if splits_add_prefix else getattr(tokenizer.normalizer, "whitespace_options",
                                                                           None)
-        self._id_objects = id_objects(1 + max(self.model.token_bytes, default=-1))
 
     @functools.cached_property
     def model(self):
         return self._tokenizer.model
+
+    @functools.cached_property
+    def _id_objects(self) -> np.ndarray:
+        return id_objects(1 + max(self.model.token_bytes, default=-1))
 
     @functools.cached_property
     def _encode(self):
