@@ -6,7 +6,8 @@ Encode (first sight: the jit engine's caches are emptied before each run): cl100
 path; a Llama 3-style tokenizer.json (cl100k's vocabulary and merges, Llama 3's Split regex, ByteLevel without
 regex) read by Crayon (jit engine, compiled pipeline) and by HF tokenizers (single thread); both must give the
 same ids. The same file on the jit engine with the pre-tokenizer in Python (what ran before the compiler) is
-shown too (one run). Encode rows and the models' rows are medians of ``--repeat`` interleaved rounds (each round
+shown too (one run). On the text's lines as one batch, HF's time includes taking each result's ``.ids`` (the
+lists Crayon's ``encode_batch`` returns). Encode rows and the models' rows are medians of ``--repeat`` interleaved rounds (each round
 times every peer once, in turn); the span rows are the best of ``--repeat``. Times are process CPU time (shared
 machines inflate the wall clock; process time counts the worker threads HF and sentencepiece may start). Pin the
 process for single-core figures (``taskset -c 0``). Prints a table and writes bench/results/anytok.json.
@@ -188,7 +189,7 @@ def main() -> None:
             "cl100k lines": (lambda: cl100k.encode_ordinary_batch(lines, num_threads=1), cl100k.engine.clear_caches),
             "compiled lines": (lambda: compiled.encode_ordinary_batch(lines, num_threads=1),
                                compiled.engine.clear_caches),
-            "hf lines": lambda: hf.encode_batch(lines, add_special_tokens=False),
+            "hf lines": lambda: [encoding.ids for encoding in hf.encode_batch(lines, add_special_tokens=False)],
         }, args.repeat)
         crayon_ids, encoding = results["compiled"], results["hf"]
         crayon_lines, hf_lines = results["compiled lines"], results["hf lines"]
@@ -204,7 +205,7 @@ def main() -> None:
         row("lines", "cl100k_base on the text's lines as a batch, crayon jit", seconds["cl100k lines"])
         row("lines", "the same on the text's lines as a batch, crayon jit", seconds["compiled lines"])
         row("lines", "the same on the text's lines as a batch, HF tokenizers", seconds["hf lines"])
-    same_ids = crayon_ids == encoding.ids == python_ids and crayon_lines == [line.ids for line in hf_lines]
+    same_ids = crayon_ids == encoding.ids == python_ids and crayon_lines == hf_lines
     print(f"\nids identical (crayon compiled, crayon Python pre-tokenizer, HF): {same_ids}\n")
     model_rows = bench_vocab_models(text, args.repeat)
     by_what = {r["what"]: r["mb_per_s"] for r in rows}

@@ -1,13 +1,17 @@
-"""BERT, T5, ALBERT and XLNet tokenizer.json files (built here offline: HF tokenizers' BertWordPieceTokenizer and a
-SentencePiece unigram model converted by transformers' converters, all trained on the shared corpora) and their
-normalizers, side by side with HF tokenizers in one run.
+"""BERT, T5, ALBERT, XLNet, Llama 2 and Mistral-style tokenizer.json files (built here offline: HF tokenizers'
+BertWordPieceTokenizer, a SentencePiece unigram model converted by transformers' converters, and a SentencePiece
+BPE model with byte fallback written as Llama 2's file (Prepend and Replace normalizers, no pre-tokenizer) and as
+Mistral's (Metaspace "first", no split), all trained on the shared corpora) and their normalizers, side by side
+with HF tokenizers in one run.
 
 Normalizers: each normalizer of these files (and NFC, NFKC, Lowercase alone) on each corpus, Crayon's
 ``crayon.formats.hf_normalize`` against HF's ``normalize_str``; both must give the same text. Files:
 ``crayon.load(path)`` the first time (compiled to a cartridge in a temporary cache folder), reopened in the same
-process (median of 20), and HF's ``Tokenizer.from_file``; encode speed of the whole corpus sample, Crayon (jit
-engine) and HF single thread, same ids. Times are process CPU time, best of ``--repeat``. Prints tables and
-writes bench/results/families.json.
+process (median of 20), and HF's ``Tokenizer.from_file``; encode speed, Crayon (jit engine) and HF single
+thread, same ids: "documents" encodes each corpus sample with ``encode`` (HF: ``encode(...).ids``), "lines" the
+samples' lines as one batch with ``encode_batch`` (HF: the ``.ids`` of each ``encode_batch`` result: the lists a
+user gets from both). Times are process CPU time, best of ``--repeat``. Prints tables and writes
+bench/results/families.json.
 
     python -m bench.families [--bytes-per-corpus N] [--repeat N]
 
@@ -67,6 +71,38 @@ def build_files(folder: Path) -> dict[str, Path]:
             slow = getattr(transformers, class_name)(vocab_file=str(folder / "unigram.model"))
         files[name] = folder / f"{name}.json"
         convert_slow_tokenizer(slow).save(str(files[name]))
+    sentencepiece.SentencePieceTrainer.train(input=str(training), model_prefix=str(folder / "bpe"), vocab_size=8000,
+                                             model_type="bpe", byte_fallback=True, normalization_rule_name="identity",
+                                             character_coverage=0.9995, minloglevel=2)
+    files.update(llama_style_files(folder / "bpe.model", folder))
+    return files
+
+
+def llama_style_files(model: Path, folder: Path) -> dict[str, Path]:
+    """Llama 2 and Mistral-style tokenizer.json files of a SentencePiece BPE model: its pieces, and as merges every
+    split of a piece into two pieces, ordered by the piece's id (as transformers' converter orders them)."""
+    import sentencepiece
+    from tokenizers import decoders, models, normalizers, pre_tokenizers
+
+    processor = sentencepiece.SentencePieceProcessor(model_file=str(model))
+    vocab = {processor.id_to_piece(i): i for i in range(processor.get_piece_size())}
+    merges = sorted((token_id, vocab[piece[:cut]], vocab[piece[cut:]], piece[:cut], piece[cut:])
+                    for piece, token_id in vocab.items() for cut in range(1, len(piece))
+                    if piece[:cut] in vocab and piece[cut:] in vocab)
+    files = {}
+    for name, normalizer, pre_tokenizer in (
+            ("llama2", normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")]), None),
+            ("mistral", None, pre_tokenizers.Metaspace(prepend_scheme="first", split=False))):
+        tokenizer = tokenizers.Tokenizer(models.BPE(vocab, [(left, right) for *_, left, right in merges],
+                                                    unk_token="<unk>", fuse_unk=True, byte_fallback=True))
+        if normalizer is not None:
+            tokenizer.normalizer = normalizer
+        if pre_tokenizer is not None:
+            tokenizer.pre_tokenizer = pre_tokenizer
+        tokenizer.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(),
+                                               decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+        files[name] = folder / f"{name}.json"
+        tokenizer.save(str(files[name]))
     return files
 
 
@@ -96,10 +132,13 @@ def normalizer_rows(files: dict[str, Path], texts: dict[str, str], repeat: int) 
     return rows
 
 
-def file_rows(files: dict[str, Path], text: str, repeat: int, cache: Path) -> list[dict]:
+def file_rows(files: dict[str, Path], documents: list[str], repeat: int, cache: Path) -> list[dict]:
     import crayon
 
     os.environ["CRAYON_PROFILE_DIR"] = str(cache)
+    lines = [line for document in documents for line in document.split("\n") if line]
+    mb = sum(len(document.encode()) for document in documents) / 1e6
+    lines_mb = sum(len(line.encode()) for line in lines) / 1e6
     rows = []
     for name, path in files.items():
         with warnings.catch_warnings():
@@ -116,16 +155,26 @@ def file_rows(files: dict[str, Path], text: str, repeat: int, cache: Path) -> li
         hf = tokenizers.Tokenizer.from_file(str(path))
         hf_ms = (time.perf_counter() - start) * 1e3
         start = time.perf_counter()
-        ids = tokenizer.encode(text)
+        ids = [tokenizer.encode(document) for document in documents]
         first_encode_ms = (time.perf_counter() - start) * 1e3
-        same = ids == hf.encode(text, add_special_tokens=False).ids
-        mb = len(text.encode()) / 1e6
-        crayon_s = cpu_seconds(lambda: tokenizer.encode(text), repeat)
-        hf_s = cpu_seconds(lambda: hf.encode(text, add_special_tokens=False), repeat)
+
+        def hf_documents():
+            return [hf.encode(document, add_special_tokens=False).ids for document in documents]
+
+        def hf_lines():
+            return [encoding.ids for encoding in hf.encode_batch(lines, add_special_tokens=False)]
+
+        same = ids == hf_documents() and tokenizer.encode_batch(lines, num_threads=1) == hf_lines()
+        crayon_s = cpu_seconds(lambda: [tokenizer.encode(document) for document in documents], repeat)
+        hf_s = cpu_seconds(hf_documents, repeat)
+        crayon_lines_s = cpu_seconds(lambda: tokenizer.encode_batch(lines, num_threads=1), repeat)
+        hf_lines_s = cpu_seconds(hf_lines, repeat)
         rows.append({"file": name, "same_ids": same, "first_load_ms": round(first_ms, 1),
                      "reopen_ms_median": round(statistics.median(reopen), 3), "hf_from_file_ms": round(hf_ms, 1),
                      "first_encode_after_reopen_ms": round(first_encode_ms, 1),
-                     "crayon_mb_s": round(mb / crayon_s, 2), "hf_mb_s": round(mb / hf_s, 2)})
+                     "crayon_mb_s": round(mb / crayon_s, 2), "hf_mb_s": round(mb / hf_s, 2),
+                     "crayon_lines_mb_s": round(lines_mb / crayon_lines_s, 2),
+                     "hf_lines_mb_s": round(lines_mb / hf_lines_s, 2)})
     return rows
 
 
@@ -144,15 +193,16 @@ def main() -> None:
                   f"{row['crayon_mb_s']:>12}{row['hf_mb_s']:>10}")
         loaded = []
         try:
-            loaded = file_rows(files, "".join(texts.values()), args.repeat, Path(folder) / "cache")
+            loaded = file_rows(files, list(texts.values()), args.repeat, Path(folder) / "cache")
         except Exception as error:  # a checkout that cannot load these files
             print(f"files: {type(error).__name__}: {error}")
         print(f"\n{'file':<14}{'same':<6}{'1st load ms':>12}{'reopen ms':>10}{'HF open ms':>11}{'1st enc ms':>11}"
-              f"{'Crayon MB/s':>12}{'HF MB/s':>9}")
+              f"{'docs MB/s':>10}{'HF':>6}{'x':>6}{'lines MB/s':>11}{'HF':>6}{'x':>6}")
         for row in loaded:
             print(f"{row['file']:<14}{str(row['same_ids']):<6}{row['first_load_ms']:>12}{row['reopen_ms_median']:>10}"
-                  f"{row['hf_from_file_ms']:>11}{row['first_encode_after_reopen_ms']:>11}{row['crayon_mb_s']:>12}"
-                  f"{row['hf_mb_s']:>9}")
+                  f"{row['hf_from_file_ms']:>11}{row['first_encode_after_reopen_ms']:>11}{row['crayon_mb_s']:>10}"
+                  f"{row['hf_mb_s']:>6}{row['crayon_mb_s'] / row['hf_mb_s']:>6.1f}{row['crayon_lines_mb_s']:>11}"
+                  f"{row['hf_lines_mb_s']:>6}{row['crayon_lines_mb_s'] / row['hf_lines_mb_s']:>6.1f}")
     results = ROOT / "bench" / "results"
     results.mkdir(parents=True, exist_ok=True)
     report = {"machine": platform.platform(), "python": platform.python_version(), "args": vars(args),

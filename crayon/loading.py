@@ -412,24 +412,41 @@ def _vocab_model_of(options: dict, sections: dict, path):
         tokens = {token_id: token.decode("utf-8") for token_id, token in _tokens_of(sections, path).items()}
         kind = options["type"]
         if kind == "WordPiece":
+            initial, continuing = _stored_dat(sections, "wordpiece.initial"), _stored_dat(sections, "wordpiece.continuing")
             return WordPieceModel({token: i for i, token in tokens.items()}, unk_token=options["unk_token"],
                                   continuing_subword_prefix=options["continuing_subword_prefix"],
-                                  max_input_chars_per_word=options["max_input_chars_per_word"])
+                                  max_input_chars_per_word=options["max_input_chars_per_word"],
+                                  dats=None if initial is None or continuing is None else (initial, continuing))
         if kind == "Unigram":
             scores = sections["unigram.scores"]
             pieces = [(tokens[i], float(score)) for i, score in enumerate(scores.tolist())]
             return UnigramModel(pieces, unk_id=options["unk_id"], byte_fallback=options["byte_fallback"],
                                 fuse_unk=options["fuse_unk"], matchable=sections["unigram.matchable"].tolist(),
-                                single_precision=options["single_precision"])
+                                single_precision=options["single_precision"], dat=_stored_dat(sections, "unigram.dat"))
         if kind == "CharBPE":
             ranked = sections["merges.ranked"].tolist()
             return CharBytePairModel({token: i for i, token in tokens.items()},
                                      [(tokens[left], tokens[right]) for left, right, _ in ranked],
                                      ranks=[rank for _, _, rank in ranked], unk_token=options["unk_token"],
-                                     byte_fallback=options["byte_fallback"], fuse_unk=options["fuse_unk"])
+                                     byte_fallback=options["byte_fallback"], fuse_unk=options["fuse_unk"],
+                                     dat=_stored_dat(sections, "char_bpe.dat"))
     except (KeyError, IndexError, TypeError, ValueError, UnicodeDecodeError) as error:
         raise CartridgeError(f"{path}: its model cannot be read: {type(error).__name__}: {error}") from None
     raise CartridgeError(f"{path}: unknown model type {options.get('type')!r}")
+
+
+def _stored_dat(sections: dict, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The DAT ``crayon.saving.dat_sections`` stored as ``name``, or None in a cartridge written before it (the
+    model then builds its own). Arrays of unequal lengths or another type raise ValueError (a CartridgeError)."""
+    from crayon.jit.dat import check_dat_arrays
+
+    parts = [sections.get(f"{name}.{part}") for part in ("base", "check", "values")]
+    if all(part is None for part in parts):
+        return None
+    if any(part is None for part in parts):
+        raise ValueError(f"the DAT {name!r} lacks one of its three sections")
+    check_dat_arrays(*parts)
+    return tuple(parts)
 
 
 def _template_of(metadata: dict, path) -> tuple[tuple[int, ...], tuple[int, ...]]:

@@ -106,13 +106,17 @@ def model_sections(model) -> tuple[dict, dict[str, np.ndarray]]:
     if isinstance(model, WordPieceModel):
         options = {"type": "WordPiece", "unk_token": model.unk_token, "continuing_subword_prefix": model.prefix,
                    "max_input_chars_per_word": model.max_input_chars_per_word}
-        return options, vocab_sections({i: token.encode("utf-8") for token, i in model.vocab.items()})
+        sections = vocab_sections({i: token.encode("utf-8") for token, i in model.vocab.items()})
+        sections.update(dat_sections("wordpiece.initial", model.initial))
+        sections.update(dat_sections("wordpiece.continuing", model.continuing))
+        return options, sections
     if isinstance(model, UnigramModel):
         options = {"type": "Unigram", "unk_id": model.unk_id, "byte_fallback": model.byte_fallback,
                    "fuse_unk": model.fuse_unk, "single_precision": model.score_type == np.float32}
         sections = vocab_sections({i: piece.encode("utf-8") for i, (piece, _) in enumerate(model.pieces)})
         sections["unigram.scores"] = np.array([score for _, score in model.pieces], np.float64)
         sections["unigram.matchable"] = np.array(model.matchable, np.int64)
+        sections.update(dat_sections("unigram.dat", model.dat))
         return options, sections
     tokens = {token_id: token for token, token_id in model.vocab.items()}
     options = {"type": "CharBPE", "unk_token": None if model.unk_id is None else tokens[model.unk_id],
@@ -120,7 +124,14 @@ def model_sections(model) -> tuple[dict, dict[str, np.ndarray]]:
     sections = vocab_sections({i: token.encode("utf-8") for token, i in model.vocab.items()})
     sections["merges.ranked"] = np.array(
         [(left, right, rank) for (left, right), (rank, _) in model.merges.items()], np.int64).reshape(-1, 3)
+    sections.update(dat_sections("char_bpe.dat", model.dat))
     return options, sections
+
+
+def dat_sections(name: str, dat: tuple[np.ndarray, np.ndarray, np.ndarray]) -> dict[str, np.ndarray]:
+    """A model's DAT as sections ``name.base``, ``name.check``, ``name.values``: opening the cartridge maps it
+    instead of building it again (``crayon.loading``)."""
+    return {f"{name}.{part}": np.asarray(array, np.int32) for part, array in zip(("base", "check", "values"), dat)}
 
 
 def charsmaps_to_sections(normalizer: dict | None) -> dict[str, np.ndarray]:

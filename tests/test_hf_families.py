@@ -5,6 +5,7 @@ here from models trained in seconds, converted by transformers' converters) load
 import json
 import unicodedata
 import warnings
+from pathlib import Path
 
 import pytest
 from conftest import corpus_text
@@ -14,6 +15,7 @@ from strategies import tokenizer_text
 
 import crayon
 from crayon.errors import FormatError
+from crayon.formats.hf_io import spec_from_hf
 from crayon.formats.hf_normalize import BertNormalizer, normalizer_from_hf
 from crayon.formats.sentencepiece import read_sentencepiece
 
@@ -105,6 +107,18 @@ def test_precompiled_matches_hf_on_corpora(charsmap):
 @settings(max_examples=200, deadline=None)
 @given(text=tokenizer_text)
 def test_precompiled_matches_hf_on_generated_text(charsmap, text):
+    ours, hf = precompiled_pair(charsmap)
+    assert ours(text) == hf.normalize_str(text)
+
+
+# clusters of every kind beside characters that are clusters of their own, keys among both
+CLUSTER_CHARS = st.sampled_from(list("a \t\n\r\x01\x00\u0301\u0302\u200d\U0001F468\U0001F1FA\U0001F1F8\u1100\u1161"
+                                     "\u11a8\uac00\uff21\ufb01\u0915\u094d\u0937\u0e01\u0e48\u2581\u00e9"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.lists(CLUSTER_CHARS, max_size=30).map("".join))
+def test_precompiled_matches_hf_where_clusters_meet(charsmap, text):
     ours, hf = precompiled_pair(charsmap)
     assert ours(text) == hf.normalize_str(text)
 
@@ -281,3 +295,157 @@ def test_bert_family_runs_compiled_with_hf_ids(family_files, name):
             assert ours.encode(text, allowed_special="all") == hf.encode(text, add_special_tokens=False).ids
 
         check()
+
+
+# --- Metaspace compiled; SentencePiece-style BPE (Llama 2, Mistral) a word at a time ----------------------------
+
+METASPACE_OPTIONS = [(replacement, scheme, split) for replacement in ("\u2581", "_", "\U0001f600")
+                     for scheme in ("always", "first", "never") for split in (True, False)]
+SPACEY = st.sampled_from(list(" \u2581_\U0001f600a\u00e9\u4e2d\t\n") + ["  ", "\u2581 ", " \u2581"])
+metaspace_text = st.one_of(tokenizer_text, st.lists(SPACEY, max_size=16).map("".join))
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=metaspace_text, options=st.sampled_from(METASPACE_OPTIONS))
+def test_metaspace_reference_matches_hf(text, options):
+    from crayon.formats.hf_pretokenize import Metaspace
+
+    replacement, scheme, split = options
+    hf = tokenizers.pre_tokenizers.Metaspace(replacement=replacement, prepend_scheme=scheme, split=split)
+    assert Metaspace(replacement, scheme, split)([text]) == [piece for piece, _ in hf.pre_tokenize_str(text)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(pieces=st.lists(st.tuples(metaspace_text, st.booleans()), max_size=6), options=st.sampled_from(METASPACE_OPTIONS))
+def test_metaspace_jit_matches_the_reference(pieces, options):
+    """Several pieces at once, some not kept (copied as they are, as a split before it leaves them)."""
+    import numpy as np
+
+    from crayon.jit.whitespace_normalizer import metaspace_pieces
+    from crayon.reference.pretokenize import metaspace_split
+
+    replacement, scheme, split = options
+    encoded = [text.encode("utf-8") for text, _ in pieces]
+    ends = np.cumsum([len(piece) for piece in encoded], dtype=np.int64)
+    kept = np.array([keep for _, keep in pieces], np.uint8)
+    data, out_ends, out_kept, mapped = metaspace_pieces(np.frombuffer(b"".join(encoded), np.uint8), ends, kept,
+                                                        replacement, scheme != "never", split)
+    starts = [0, *out_ends.tolist()]
+    got = [(data[start:end].tobytes().decode("utf-8"), bool(keep)) for start, end, keep in zip(starts, starts[1:], out_kept)]
+    expected = []
+    for text, keep in pieces:
+        expected += [(piece, True) for piece in metaspace_split(text, replacement, scheme != "never", split)] if keep else [(text, False)]
+    assert [(piece, keep) for piece, keep in got if piece or not keep] == [(p, k) for p, k in expected if p or not k]
+    mapped_starts = [0, *mapped.tolist()]  # each input piece's output is data[mapped[i - 1]:mapped[i]]
+    assert [data[start:end].tobytes().decode("utf-8") for start, end in zip(mapped_starts, mapped_starts[1:])] == [
+        "".join(metaspace_split(text, replacement, scheme != "never", split)) if keep else text for text, keep in pieces]
+
+
+@pytest.fixture(scope="module")
+def sentencepiece_bpe_files(training_file):
+    """Llama 2 and Mistral-style tokenizer.json files of a SentencePiece BPE model with byte fallback: Llama 2
+    spells the ▁s with a normalizer (Prepend, Replace) and has no pre-tokenizer; Mistral has Metaspace
+    "first" without splitting (built as ``bench.families`` builds them)."""
+    from bench.families import llama_style_files
+
+    model = train_sentencepiece(training_file, "identity", model_type="bpe", byte_fallback=True)
+    return llama_style_files(Path(model), training_file.parent)
+
+
+def check_compiled_family(path, texts):
+    """Loaded without the Python pre-tokenizer warning; HF's ids text by text and as a batch."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ours = crayon.load(path, backend="jit")
+    assert ours.engine.compiled_splits is not None
+    hf = tokenizers.Tokenizer.from_file(str(path))
+    for text in texts:
+        assert ours.encode(text, allowed_special="all") == hf.encode(text, add_special_tokens=False).ids
+    assert ours.encode_batch(texts, allowed_special="all") == [
+        encoding.ids for encoding in hf.encode_batch(texts, add_special_tokens=False)]
+    return ours
+
+
+BATCH_EDGES = ["", " ", "  a  ", "\u2581", "\u2581\u2581x", "x \u2581 y", "", "end "]
+
+
+@pytest.mark.parametrize("name", ["T5Tokenizer", "AlbertTokenizer", "XLNetTokenizer"])
+def test_metaspace_families_run_compiled_with_hf_ids(family_files, name):
+    lines = [line for line in sample_text().splitlines() if line][:3000]
+    check_compiled_family(family_files[name], [sample_text()[:60_000], *BATCH_EDGES, *lines])
+
+
+@pytest.mark.parametrize("name", ["llama2", "mistral"])
+def test_sentencepiece_bpe_files_run_word_by_word_with_hf_ids(sentencepiece_bpe_files, name):
+    lines = [line for line in sample_text().splitlines() if line][:3000]
+    ours = check_compiled_family(sentencepiece_bpe_files[name], [sample_text()[:60_000], *BATCH_EDGES, *lines])
+    assert ours.model.merges_never_cross("\u2581")  # so the kernel encodes a word at a time
+    hf = tokenizers.Tokenizer.from_file(str(sentencepiece_bpe_files[name]))
+
+    @settings(max_examples=150, deadline=None)
+    @given(text=metaspace_text)
+    def check(text):
+        assert ours.encode(text) == hf.encode(text, add_special_tokens=False).ids
+
+    check()
+
+
+def test_merges_that_cross_a_space_keep_the_whole_span():
+    """A merge onto a piece that starts with ▁ ("a" + "▁b"): spans are not cut, the ids stay HF's."""
+    from tokenizers import models
+
+    vocab = {token: i for i, token in enumerate(["<unk>", "a", "b", "\u2581", "\u2581b", "a\u2581b", "c"])}
+    merges = [("\u2581", "b"), ("a", "\u2581b")]
+    hf = tokenizers.Tokenizer(models.BPE(vocab, merges, unk_token="<unk>"))
+    hf.normalizer = hf_normalizers.Replace(" ", "\u2581")
+    ours = crayon.Tokenizer.from_spec(spec_from_hf(json.loads(hf.to_str())), backend="jit")
+    assert not ours.model.merges_never_cross("\u2581")
+    for text in ("a b", "a bc a b", "ca b b"):
+        assert ours.encode(text) == hf.encode(text, add_special_tokens=False).ids
+
+
+BATCH_NORMALIZER_SPECS = [
+    {"type": "NFKD"}, {"type": "NFC"}, {"type": "Lowercase"}, {"type": "StripAccents"}, {"type": "Nmt"},
+    {"type": "Strip", "strip_left": False, "strip_right": True},
+    {"type": "Replace", "pattern": {"String": "``"}, "content": "\""},
+    {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": "\u2581"},
+    {"type": "Replace", "pattern": {"Regex": "a*"}, "content": "\\1"},
+    {"type": "Replace", "pattern": {"Regex": "[^a]a"}, "content": "<\\0>"},  # matches a separator
+    {"type": "Replace", "pattern": {"Regex": "^a|a$|a(?=\u0301)"}, "content": "A"},  # anchors, a lookahead
+    {"type": "Prepend", "prepend": "\u2581"},
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts=st.lists(st.one_of(tokenizer_text, st.lists(st.sampled_from(["\x00", "\ufdd0", "  ", "\u03a3", "``", "a", "\u0301", "\u4e2d", "\t"]),
+                                                        max_size=6).map("".join)), max_size=8))
+def test_normalize_batch_gives_each_texts_hf_normalization(family_files, texts):
+    """Joined at NUL where the normalizer allows it, text by text where a text holds a NUL or it does not."""
+    specs = BATCH_NORMALIZER_SPECS + [json.loads(family_files[name].read_text())["normalizer"]
+                                      for name in ("T5Tokenizer", "AlbertTokenizer", "bert-uncased", "bert-cased")]
+    for spec in specs:
+        hf = tokenizers.Tokenizer.from_str(json.dumps({
+            "version": "1.0", "normalizer": spec, "model": {"type": "WordLevel", "vocab": {"a": 0}, "unk_token": "a"}
+        })).normalizer
+        assert normalizer_from_hf(spec).normalize_batch(texts) == [hf.normalize_str(text) for text in texts], spec
+
+
+@pytest.mark.parametrize("name", ["bert-uncased", "T5Tokenizer", "sentencepiece-bpe"])
+def test_cartridge_reopens_with_its_stored_dat(family_files, sentencepiece_bpe_file, name, tmp_path, monkeypatch):
+    """WordPiece, Unigram and character-BPE cartridges store their DATs: reopening builds none."""
+    import crayon.reference.char_bpe
+    import crayon.reference.unigram
+    import crayon.reference.wordpiece
+
+    path = sentencepiece_bpe_file if name == "sentencepiece-bpe" else family_files[name]
+    tokenizer = load_quietly(path)
+    saved = tokenizer.save(tmp_path / "family.crayon")
+    text = sample_text()[:20_000]
+    expected = tokenizer.encode(text, allowed_special="all")
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("a DAT was built again")
+
+    for module in (crayon.reference.char_bpe, crayon.reference.unigram, crayon.reference.wordpiece):
+        monkeypatch.setattr(module, "compile_dat", no_build)
+    assert load_quietly(saved).encode(text, allowed_special="all") == expected

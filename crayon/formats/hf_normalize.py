@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import unicodedata
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 import regex
@@ -30,6 +30,7 @@ from crayon.formats.hf_pretokenize import (
     to_byte_chars,
 )
 from crayon.formats.precompiled_charsmap import CharsMap, charsmap_from_base64, charsmap_to_base64
+from crayon.reference.regex_vm import Alt, Anchor, Atomic, Look, Repeat, Seq, compile_regex, parse
 from crayon.reference.unicode16 import pin_unicode_classes
 
 
@@ -89,13 +90,29 @@ def remove_code_points(text: str, mask: np.ndarray) -> str:
     return code_points[~removed].tobytes().decode("utf-32-le") if removed.any() else text
 
 
+# NUL: a starter, a grapheme cluster of its own, neither cased nor a mark, no charsmap key (a NUL ends the search)
+BATCH_SEPARATOR = "\x00"
+
+
 class Normalizer:
     """One HF normalizer: call it on text; ``to_hf`` is its tokenizer.json object."""
 
     maps_to_byte_chars = False  # True when the output is GPT-2 byte-level text
+    # a character the normalizer keeps, normalizing the text on each side of it as that text alone; None: none
+    batch_separator: str | None = None
 
     def __call__(self, text: str) -> str:
         raise NotImplementedError
+
+    def normalize_batch(self, texts: Sequence[str]) -> list[str]:
+        """``[self(text) for text in texts]``, in one call on the texts joined by the ``batch_separator`` where
+        the normalizer has one and no text holds it."""
+        separator = self.batch_separator
+        if separator is not None and len(texts) > 1:
+            joined = separator.join(texts)
+            if joined.count(separator) == len(texts) - 1:
+                return self(joined).split(separator)
+        return [self(text) for text in texts]
 
     def to_hf(self) -> dict:
         raise NotImplementedError
@@ -108,6 +125,8 @@ def _not_normalized_by_hf_mask() -> np.ndarray:
 
 class UnicodeNormalizer(Normalizer):
     """HF ``NFC``, ``NFD``, ``NFKC``, ``NFKD``: Unicode normalization with HF's Unicode 9.0 tables."""
+
+    batch_separator = BATCH_SEPARATOR
 
     FORMS = ("NFC", "NFD", "NFKC", "NFKD")
 
@@ -134,10 +153,11 @@ class UnicodeNormalizer(Normalizer):
 class Lowercase(Normalizer):
     """HF ``Lowercase``: each character's full lowercase mapping, with no context (so no final sigma)."""
 
+    batch_separator = BATCH_SEPARATOR
+
     def __call__(self, text: str) -> str:
-        if "\u03a3" not in text:  # str.lower is per character except for the final sigma rule of capital sigma
-            return text.lower()
-        return "".join(char.lower() for char in text)
+        # str.lower is per character except for the final sigma rule of capital sigma, which HF lowers to σ
+        return "\u03c3".join(part.lower() for part in text.split("\u03a3"))
 
     def to_hf(self) -> dict:
         return {"type": "Lowercase"}
@@ -158,6 +178,9 @@ class Strip(Normalizer):
         ))
 
     def __call__(self, text: str) -> str:
+        # White_Space characters are all str.isspace ones: text whose ends are not has nothing to strip
+        if not text or not ((self.left and text[0].isspace()) or (self.right and text[-1].isspace())):
+            return text
         return self._pattern.sub("", text)
 
     def to_hf(self) -> dict:
@@ -166,6 +189,8 @@ class Strip(Normalizer):
 
 class StripAccents(Normalizer):
     """HF ``StripAccents``: remove every combining mark (category M, by HF's Unicode 9.0 tables)."""
+
+    batch_separator = BATCH_SEPARATOR
 
     def __call__(self, text: str) -> str:
         if text.isascii():
@@ -224,6 +249,10 @@ class BertNormalizer(Normalizer):
     ``strip_accents`` (default: ``lowercase``) decomposes (NFD) and removes nonspacing marks, ``lowercase``
     lowercases as ``Lowercase`` does."""
 
+    # a noncharacter (unassigned, a starter, no mark, not white space or a control): each step keeps it and works
+    # character by character (NUL, a control, clean_text removes)
+    batch_separator = "\ufdd0"
+
     def __init__(self, clean_text: bool = True, handle_chinese_chars: bool = True, strip_accents: bool | None = None,
                  lowercase: bool = True):
         self.clean_text = clean_text
@@ -257,6 +286,18 @@ def _combining_marks_mask() -> np.ndarray:
     return code_point_mask(StripAccents.is_combining_mark, "[\\p{M}" + "".join(sorted(_MARKS_ONLY_TO_HF)) + "]")
 
 
+def _context_free(node) -> bool:
+    """Whether a parsed regex (``crayon.reference.regex_vm.parse``) has no anchor and no lookaround: whether it
+    matches at a position depends on the text from there on alone."""
+    if isinstance(node, (Look, Anchor)):
+        return False
+    if isinstance(node, (Seq, Alt)):
+        return all(map(_context_free, node.items if isinstance(node, Seq) else node.options))
+    if isinstance(node, (Repeat, Atomic)):
+        return _context_free(node.item)
+    return True  # a character set, an empty group
+
+
 class Replace(Normalizer):
     """HF ``Replace``: replace every match of a string or (Oniguruma) regex with ``content``, taken literally."""
 
@@ -265,13 +306,38 @@ class Replace(Normalizer):
         self.content = content
         self.is_regex = is_regex
         self._regex = compile_hf_regex(pattern) if is_regex else string_pattern(pattern)
+        if not is_regex and pattern and BATCH_SEPARATOR not in pattern + content:
+            self.batch_separator = BATCH_SEPARATOR
+        # a regex that cannot match the empty string (one the compiler takes) finds HF's matches with sub; one
+        # without anchors and lookarounds finds the same in texts joined at BATCH_SEPARATOR, where no match
+        # takes a separator
+        self._template, self._joins_as_regex = None, False
+        if is_regex:
+            try:
+                compile_regex(self._regex.pattern, multiline=True)
+                self._template = content.replace("\\", "\\\\")
+                self._joins_as_regex = (_context_free(parse(self._regex.pattern, multiline=True))
+                                        and BATCH_SEPARATOR not in content)
+            except UnsupportedComponentError:
+                pass
 
     def __call__(self, text: str) -> str:
         if not self.is_regex and self.pattern:  # leftmost, non-overlapping occurrences, as HF finds them
             return text.replace(self.pattern, self.content)
+        if self._template is not None:
+            return self._regex.sub(self._template, text)
         return "".join(
             self.content if is_match else text[start:end] for start, end, is_match in find_matches(self._regex, text)
         )
+
+    def normalize_batch(self, texts: Sequence[str]) -> list[str]:
+        if self._joins_as_regex and len(texts) > 1:
+            joined = BATCH_SEPARATOR.join(texts)
+            if joined.count(BATCH_SEPARATOR) == len(texts) - 1:
+                replaced = self._regex.sub(self._template, joined)
+                if replaced.count(BATCH_SEPARATOR) == len(texts) - 1:  # else a match took a separator
+                    return replaced.split(BATCH_SEPARATOR)
+        return super().normalize_batch(texts)
 
     def to_hf(self) -> dict:
         pattern = {"Regex" if self.is_regex else "String": self.pattern}
@@ -298,6 +364,8 @@ _NMT_TO_SPACE = regex.compile(r"[\t\n\x0C\r\u1680\u200B-\u200F\u2028\u2029\u2581
 class Nmt(Normalizer):
     """HF ``Nmt``: drop ASCII control characters, turn other space-like characters into a space."""
 
+    batch_separator = BATCH_SEPARATOR
+
     def __call__(self, text: str) -> str:
         return _NMT_TO_SPACE.sub(" ", _NMT_REMOVED.sub("", text))
 
@@ -307,6 +375,8 @@ class Nmt(Normalizer):
 
 class Precompiled(Normalizer):
     """HF ``Precompiled``: SentencePiece's precompiled character map (``crayon.formats.precompiled_charsmap``)."""
+
+    batch_separator = BATCH_SEPARATOR
 
     def __init__(self, charsmap: CharsMap):
         self.charsmap = charsmap
@@ -344,6 +414,11 @@ class NormalizerSequence(Normalizer):
         for normalizer in self.normalizers:
             text = normalizer(text)
         return text
+
+    def normalize_batch(self, texts: Sequence[str]) -> list[str]:
+        for normalizer in self.normalizers:
+            texts = normalizer.normalize_batch(texts)
+        return list(texts)
 
     def to_hf(self) -> dict:
         return {"type": "Sequence", "normalizers": [normalizer.to_hf() for normalizer in self.normalizers]}

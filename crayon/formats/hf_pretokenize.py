@@ -18,7 +18,8 @@ import regex
 
 from crayon.errors import UnsupportedComponentError
 from crayon.reference.unicode16 import escape_end, pin_unicode_classes, scan_class
-from crayon.reference.regex_vm import SPLIT_BEHAVIORS, RegexSplit
+from crayon.reference.pretokenize import metaspace_split
+from crayon.reference.regex_vm import SPLIT_BEHAVIORS, MetaspaceSplit, RegexSplit
 
 # ----------------------------------------------------------------------------------------------------------
 # GPT-2's byte <-> character table: printable Latin-1 bytes stand for themselves, the 68 others are shifted
@@ -508,13 +509,12 @@ class Metaspace(PreTokenizerStep):
         self.replacement, self.prepend_scheme, self.split_pieces = replacement, prepend_scheme, split
 
     def split(self, piece: str) -> list[str]:
-        piece = piece.replace(" ", self.replacement)
-        if self.prepend_scheme != "never" and piece and not piece.startswith(self.replacement):
-            piece = self.replacement + piece
-        if not self.split_pieces:
-            return [piece]
-        slices = find_matches(string_pattern(self.replacement), piece)
-        return split_text(piece, slices, "merged_with_next")
+        return metaspace_split(piece, self.replacement, self.prepend_scheme != "never", self.split_pieces)
+
+    def regex_splits(self) -> tuple[list[RegexSplit | MetaspaceSplit], bool]:
+        """The rewrite and split of ``split`` on each piece ("first" puts the ▁ on every piece it sees: the text,
+        as it is the first step; text after an added token has the ``after_token`` form)."""
+        return [MetaspaceSplit(self.replacement, self.prepend_scheme != "never", self.split_pieces)], False
 
     def to_hf(self) -> dict:
         return {"type": "Metaspace", "replacement": self.replacement, "prepend_scheme": self.prepend_scheme,

@@ -119,12 +119,17 @@ class CharsMap:
         return np.array(sorted(set(keys)), np.int64)
 
     @functools.cached_property
-    def _stays_alone(self) -> np.ndarray:
-        """Per code point: no joining behaviour (Grapheme_Cluster_Break=Other) and no key on its own. Such a
-        character followed by another or by the end is a cluster of its own that stays as it is."""
-        stays = _joins_no_cluster().copy()
-        stays[self.single_char_keys] = False
-        return stays
+    def _rules(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The characters that are keys on their own, as arrays: (whether each code point is one, their code
+        points sorted, where each one's replacement starts in and how long it is, in code points, the
+        replacements' code points one after the other). A NUL ends the key search: it has no rule."""
+        keys = [key for key in self.single_char_keys.tolist() if key != 0]
+        replacements = [np.frombuffer(self.shortest_rule(chr(key)).encode("utf-32-le"), np.uint32) for key in keys]
+        lengths = np.array([len(replacement) for replacement in replacements], np.int64)
+        has_rule = np.zeros(0x110000, bool)
+        has_rule[keys] = True
+        flat = np.concatenate([np.zeros(0, np.uint32), *replacements])
+        return has_rule, np.array(keys, np.uint32), np.cumsum(lengths) - lengths, lengths, flat
 
     def rewrite_cluster(self, cluster: str) -> str:
         """HF's rewrite of one extended grapheme cluster."""
@@ -142,37 +147,65 @@ class CharsMap:
                 return whole
         return "".join(rule if (rule := self.shortest_rule(char)) is not None else char for char in cluster)
 
+    def _rewrite_each(self, code_points: np.ndarray, ruled: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the code points with each ``ruled`` one replaced by its rule, where each input one's output ends)."""
+        _, keys, starts, lengths, flat = self._rules
+        positions = np.flatnonzero(ruled)
+        rules = np.searchsorted(keys, code_points[positions])
+        output_lengths = np.ones(len(code_points), np.int64)
+        output_lengths[positions] = lengths[rules]
+        ends = np.cumsum(output_lengths)
+        out = np.repeat(code_points, output_lengths)
+        rule_lengths = lengths[rules]
+        inside = np.arange(rule_lengths.sum()) - np.repeat(np.cumsum(rule_lengths) - rule_lengths, rule_lengths)
+        out[np.repeat(ends[positions] - rule_lengths, rule_lengths) + inside] = flat[np.repeat(starts[rules],
+                                                                                          rule_lengths) + inside]
+        return out, ends
+
     def rewrite(self, text: str) -> str:
-        """``text`` normalized as HF's ``Precompiled`` normalizer does."""
+        """``text`` normalized as HF's ``Precompiled`` normalizer does.
+
+        A character whose Grapheme_Cluster_Break is Other, Control or LF, between two such characters (or the
+        text's ends), is a cluster of its own: those are rewritten character by character with numpy, the runs
+        of other characters cluster by cluster."""
+        if not text:
+            return text
         code_points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
-        stays = self._stays_alone[code_points]
-        skipped = stays & np.append(stays[1:], True)  # positions that are clusters of their own, left alone
-        out = []
-        done = 0
-        for start in np.flatnonzero(~skipped).tolist():
-            if start < done:  # inside the cluster rewritten last
-                continue
-            cluster = _CLUSTER.match(text, start).group()
-            out += (text[done:start], self.rewrite_cluster(cluster))
-            done = start + len(cluster)
-        out.append(text[done:])
-        return "".join(out)
+        simple = _own_cluster_mask()[code_points]
+        lone = simple.copy()
+        lone[1:] &= simple[:-1]
+        lone[:-1] &= simple[1:]
+        ruled = lone & self._rules[0][code_points]
+        if lone.all() and not ruled.any():
+            return text
+        out, ends = self._rewrite_each(code_points, ruled)
+        if lone.all():
+            return out.tobytes().decode("utf-32-le")
+        changes = (np.flatnonzero(lone[1:] != lone[:-1]) + 1).tolist()
+        pieces = []
+        for start, end in zip([0, *changes], [*changes, len(text)]):
+            if lone[start]:
+                pieces.append(out[ends[start - 1] if start else 0 : ends[end - 1]].tobytes().decode("utf-32-le"))
+            else:
+                pieces.append("".join(map(self.rewrite_cluster, _CLUSTER.findall(text, start, end))))
+        return "".join(pieces)
 
 
 _CLUSTER = regex.compile(r"(?s)\X")
 
 
 @functools.lru_cache(maxsize=1)
-def _joins_no_cluster() -> np.ndarray:
-    """Per code point (surrogates included, as False): whether its Grapheme_Cluster_Break is Other."""
+def _own_cluster_mask() -> np.ndarray:
+    """Per code point (surrogates included, as False): whether its Grapheme_Cluster_Break is Other, Control or LF.
+    Two such characters side by side are never in one cluster (no rule joins them; CR, which joins LF, is not
+    one of them)."""
     every = "".join(map(chr, range(0xD800))) + "".join(map(chr, range(0xE000, 0x110000)))
-    other = np.zeros(0x110000, bool)
-    joining = [match.start() for match in regex.finditer(r"\P{Grapheme_Cluster_Break=Other}", every)]
-    other[:0xD800] = True
-    other[0xE000:] = True
-    positions = np.array(joining, np.int64)
-    other[np.where(positions < 0xD800, positions, positions + 0x800)] = False
-    return other
+    own = np.zeros(0x110000, bool)
+    simple = [match.start() for match in regex.finditer(
+        r"[\p{Grapheme_Cluster_Break=Other}\p{Grapheme_Cluster_Break=Control}\p{Grapheme_Cluster_Break=LF}]", every)]
+    positions = np.array(simple, np.int64)
+    own[np.where(positions < 0xD800, positions, positions + 0x800)] = True
+    return own
 
 
 @functools.lru_cache(maxsize=8)

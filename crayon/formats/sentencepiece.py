@@ -168,13 +168,12 @@ def read_sentencepiece_tokenizer(path: str | os.PathLike) -> TokenizerSpec:
     ``Tokenizer.from_spec(...).encode(text)`` gives ``SentencePieceProcessor.encode(text)``.
 
     Unigram runs on the whole text: SentencePiece sums path scores in single precision over the whole text, and
-    the rounding decides ties, so a split would change ids. BPE spans start at each ``▁`` where no piece has a
-    ``▁`` after its first character (then no merge, and no run of unknown characters, crosses such a start),
-    which keeps the merge heaps small."""
+    the rounding decides ties, so a split would change ids. BPE spans start at each ``▁`` where no merge crosses
+    one (``CharBytePairModel.merges_never_cross``), which keeps the merge heaps small."""
     model = read_sentencepiece(path)
-    normal = [piece for piece, _, kind in model.pieces if kind == NORMAL]
-    words = (model.model_type == "bpe" and model.escape_whitespaces and SPACE in normal
-             and not any(SPACE in piece[1:] for piece in normal))
+    encoder = model_from_sentencepiece(model)
+    words = (model.escape_whitespaces and isinstance(encoder, CharBytePairModel)
+             and encoder.merges_never_cross(SPACE))
     pretokenizer = HFPreTokenizer(Split(SPACE, "merged_with_next", is_regex=False)) if words else WholeText()
-    return TokenizerSpec(Path(path).stem, model_from_sentencepiece(model), pattern=None,
-                         normalizer=SentencePieceNormalizer(model), pretokenizer=pretokenizer)
+    return TokenizerSpec(Path(path).stem, encoder, pattern=None, normalizer=SentencePieceNormalizer(model),
+                         pretokenizer=pretokenizer)

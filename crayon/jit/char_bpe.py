@@ -13,9 +13,9 @@ from crayon.jit.dat import lookup
 from crayon.jit.lazy import njit
 from crayon.jit.word_cache import find_cached, new_word_cache, remember
 from crayon.reference.char_bpe import CharBytePairModel
-from crayon.reference.dat import compile_dat
 
 SHORT_SPAN = 16  # symbols; longer spans are merged with the heap
+SPACE = "\u2581"  # ▁
 NO_TOKEN = -1  # status: a character has no token and there is no unknown token
 
 
@@ -57,11 +57,27 @@ def _first_symbols(data, start, end, dat, byte_ids, unk_id, fuse_unk, out, n):
     return n
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _next_cut(data, start, end, cut):
+    """The first position after ``start`` and before ``end`` where the bytes ``cut`` begin, else ``end``."""
+    if len(cut) == 0:
+        return end
+    for pos in range(start + 1, end - len(cut) + 1):
+        if data[pos] == cut[0]:
+            found = True
+            for i in range(1, len(cut)):
+                found = found and data[pos + i] == cut[i]
+            if found:
+                return pos
+    return end
+
+
 @njit(cache=True, nogil=True)
-def encode_spans_kernel(data, span_ends, dat, byte_ids, unk_id, fuse_unk, pair_table, cache, out, counts):
+def encode_spans_kernel(data, span_ends, dat, byte_ids, unk_id, fuse_unk, pair_table, cut, cache, out, counts):
     """Encode the spans data[span_ends[i - 1]:span_ends[i]] (from 0) into ``out`` (room for one id per byte);
     returns the number of ids or NO_TOKEN and writes each span's into ``counts``. ``byte_ids[0] == -2`` means
-    no byte fallback; ``cache`` is a ``crayon.jit.word_cache``."""
+    no byte fallback; each span is encoded in parts cut before each occurrence of the bytes ``cut`` (none if
+    empty; see ``CharBytePairModel.merges_never_cross``); ``cache`` is a ``crayon.jit.word_cache``."""
     longest = 0
     start = 0
     for end in span_ends:
@@ -71,25 +87,27 @@ def encode_spans_kernel(data, span_ends, dat, byte_ids, unk_id, fuse_unk, pair_t
     n = 0
     start = 0
     used = 0
-    for span, end in enumerate(span_ends):
-        found = find_cached(cache, data, start, end, out, n)
-        if found >= 0:
-            counts[span] = found
-            n += found
+    for span, span_end in enumerate(span_ends):
+        span_first = n
+        while start < span_end:
+            end = _next_cut(data, start, span_end, cut)
+            found = find_cached(cache, data, start, end, out, n)
+            if found >= 0:
+                n += found
+                start = end
+                continue
+            first = _first_symbols(data, start, end, dat, byte_ids, unk_id, fuse_unk, out, n)
+            if first < 0:
+                return NO_TOKEN
+            count = first - n
+            if count > SHORT_SPAN:
+                count = heap_merge(out, n, count, pair_table, scratch)
+            else:
+                count, _, _, _ = merge_loop(out, n, count, pair_table, scratch)
+            used = remember(cache, found, start, end, n, count, used)
+            n += count
             start = end
-            continue
-        first = _first_symbols(data, start, end, dat, byte_ids, unk_id, fuse_unk, out, n)
-        if first < 0:
-            return NO_TOKEN
-        count = first - n
-        if count > SHORT_SPAN:
-            count = heap_merge(out, n, count, pair_table, scratch)
-        else:
-            count, _, _, _ = merge_loop(out, n, count, pair_table, scratch)
-        used = remember(cache, found, start, end, n, count, used)
-        n += count
-        counts[span] = count
-        start = end
+        counts[span] = n - span_first
     return n
 
 
@@ -97,8 +115,7 @@ class CharBytePairTables:
     """The arrays the kernel takes for one model: the DAT of its tokens, the byte tokens, the pair table."""
 
     def __init__(self, model: CharBytePairModel):
-        tokens = sorted(model.vocab.items(), key=lambda item: item[1])
-        self.dat = compile_dat([token.encode("utf-8") for token, _ in tokens], [i for _, i in tokens])
+        self.dat = model.dat
         self.byte_ids = (np.array(model.byte_ids, np.int64) if model.byte_fallback else np.full(256, -2, np.int64))
         rows = np.array([(left, right, rank, merged) for (left, right), (rank, merged) in model.merges.items()],
                         np.int64).reshape(-1, 4)
@@ -106,6 +123,8 @@ class CharBytePairTables:
         fill_pair_table(self.pair_table, rows)
         self.unk_id = -1 if model.unk_id is None else model.unk_id
         self.fuse_unk = model.fuse_unk
+        # SentencePiece's word boundary: spans are encoded a word at a time where that gives the same ids
+        self.cut = np.frombuffer(SPACE.encode("utf-8") if model.merges_never_cross(SPACE) else b"", np.uint8)
 
 
 def encode_spans(tables: CharBytePairTables, data: np.ndarray, span_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -113,8 +132,9 @@ def encode_spans(tables: CharBytePairTables, data: np.ndarray, span_ends: np.nda
     ``CharBytePairModel.encode_span`` gives them."""
     out = np.empty(len(data) + 1, np.int64)
     counts = np.empty(len(span_ends), np.int64)
+    parts = len(span_ends) if len(tables.cut) == 0 else max(len(span_ends), len(data) // 6)  # ~ words, if cut
     count = encode_spans_kernel(data, span_ends.astype(np.int64), tables.dat, tables.byte_ids, tables.unk_id,
-                                tables.fuse_unk, tables.pair_table, new_word_cache(len(span_ends)), out, counts)
+                                tables.fuse_unk, tables.pair_table, tables.cut, new_word_cache(parts), out, counts)
     if count == NO_TOKEN:
         raise UnknownTokenError("a character has no token and the model has no unk_token")
     return out[:count], counts

@@ -323,9 +323,7 @@ class JitEngine:
         call on all their spans. A span never crosses a text and each token's bytes are its span's, so text i's
         tokens are those whose bytes end within its kept text: a search over the tokens' cumulative lengths."""
         splits = self.compiled_splits
-        prepared = [splits.prepare(text if self._normalizer is None else self._normalizer(text)) for text in texts]
-        data = np.frombuffer(b"".join(prepared), np.uint8)
-        text_ends = np.cumsum(np.fromiter(map(len, prepared), np.int64, len(prepared)))
+        data, text_ends = splits.prepare_batch(texts if self._normalizer is None else list(map(self._normalizer, texts)))
         ends, kept = splits.split(data, text_ends)
         starts = np.concatenate(([0], ends[:-1])) if len(ends) else ends
         kept_bytes = np.zeros(len(ends) + 1, np.int64)
@@ -365,8 +363,10 @@ class JitEngine:
         threads = _threads(num_threads, len(texts))
         if self.pattern_id is None or (self.tables["byte_tokens"] < 0).any():
             tokens, offsets = self.encode_ordinary_flat(texts if prepare is None else prepare(texts), threads)
-            flat, bounds = self.as_list(tokens), offsets.tolist()
-            return [flat[start:end] for start, end in zip(bounds[:-1], bounds[1:])]
+            try:
+                return id_lists(tokens, offsets, self._token_count)
+            except IndexError:
+                raise CartridgeError("the BPE tables are corrupt: a token id outside the vocabulary came out") from None
         work = self._token_lists if prepare is None else (lambda piece: self._token_lists(prepare(piece)))
         try:
             pieces = self._in_pieces(texts, threads, work)

@@ -13,12 +13,14 @@ Like ``crayon.jit.pretokenize``, an invalid UTF-8 byte is one character; it is m
 from __future__ import annotations
 
 import warnings
+from typing import Sequence
 
 import numpy as np
 
 from crayon.errors import UnsupportedComponentError
 from crayon.jit.lazy import njit
 from crayon.jit.pretokenize import decode_multibyte
+from crayon.jit.whitespace_normalizer import metaspace_pieces
 from crayon.reference.regex_vm import (
     ANY_START,
     ASSERT,
@@ -35,6 +37,7 @@ from crayon.reference.regex_vm import (
     SPLIT,
     SPLIT_BEHAVIORS,
     UNBOUNDED,
+    MetaspaceSplit,
     Program,
     compile_regex,
 )
@@ -338,14 +341,16 @@ def _read_only(data: np.ndarray) -> np.ndarray:
 
 
 class CompiledSplits:
-    """A pre-tokenizer as compiled regex splits: ``(program, behavior, invert)`` steps, each on the pieces the
-    one before kept, after an optional space put before text that does not start with one (HF ByteLevel's
-    ``add_prefix_space``)."""
+    """A pre-tokenizer as compiled steps, after an optional space put before text that does not start with one
+    (HF ByteLevel's ``add_prefix_space``): regex splits ``(program, behavior, invert)``, each on the pieces the
+    one before kept, and Metaspace rewrites (``MetaspaceSplit``, ``crayon.jit.whitespace_normalizer``), which
+    change the text: ``run`` takes them, ``split`` and calling refuse them."""
 
-    def __init__(self, steps: list[tuple[Program, str, bool]], *, add_prefix_space: bool = False):
-        self.steps = [(program_tables(program), SPLIT_BEHAVIORS.index(behavior), invert)
-                      for program, behavior, invert in steps]
+    def __init__(self, steps: list[tuple[Program, str, bool] | MetaspaceSplit], *, add_prefix_space: bool = False):
+        self.steps = [step if isinstance(step, MetaspaceSplit) else
+                      (program_tables(step[0]), SPLIT_BEHAVIORS.index(step[1]), step[2]) for step in steps]
         self.add_prefix_space = add_prefix_space
+        self.rewrites_text = any(isinstance(step, MetaspaceSplit) for step in self.steps)
 
     def prepare(self, text: str) -> bytes:
         """The bytes the splits run on."""
@@ -353,17 +358,43 @@ class CompiledSplits:
             text = " " + text
         return text.encode("utf-8")
 
+    def prepare_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(bytes, text ends): the texts as ``prepare`` gives each, one after the other (read-only)."""
+        if self.add_prefix_space:
+            texts = [text if not text or text.startswith(" ") else " " + text for text in texts]
+        encoded = list(map(str.encode, texts))
+        text_ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)))
+        return _read_only(np.frombuffer(b"".join(encoded), np.uint8)), text_ends
+
+    def run(self, data: np.ndarray, text_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(bytes, span ends, kept, text ends) of the texts data[text_ends[i - 1]:text_ends[i]] after every step:
+        the bytes are the rewritten text, spans not kept included; text i now ends at the new text ends[i]."""
+        ends, kept = text_ends.astype(np.int64), np.ones(len(text_ends), np.uint8)
+        text_ends = ends
+        for step in self.steps:
+            if isinstance(step, MetaspaceSplit):
+                pieces_before = np.searchsorted(ends, text_ends, side="right")
+                data, ends, kept, mapped = metaspace_pieces(data, ends, kept, step.replacement, step.prepend,
+                                                            step.split)
+                data = _read_only(data)
+                text_ends = np.concatenate(([0], mapped))[pieces_before]
+            else:
+                ends, kept = split_pieces(data, ends, kept, *step)
+        return data, ends, kept, text_ends
+
     def split(self, data: np.ndarray, piece_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(ends, kept) of the spans of the pieces data[piece_ends[i - 1]:piece_ends[i]] (each a text)."""
+        if self.rewrites_text:
+            raise TypeError("these steps rewrite the text: use run()")
         ends, kept = piece_ends.astype(np.int64), np.ones(len(piece_ends), np.uint8)
-        for tables, behavior, invert in self.steps:
-            ends, kept = split_pieces(data, ends, kept, tables, behavior, invert)
+        for step in self.steps:
+            ends, kept = split_pieces(data, ends, kept, *step)
         return ends, kept
 
     def __call__(self, encoded: bytes) -> tuple[np.ndarray, np.ndarray]:
         """(data, span ends): the bytes of the spans, one after the other, and where each ends."""
         data = _read_only(np.frombuffer(encoded, np.uint8))
-        ends, kept = self.split(data, np.array([len(data)] if len(data) else [], np.int64))
+        data, ends, kept, _ = self.run(data, np.array([len(data)] if len(data) else [], np.int64))
         if not kept.all():
             data, ends = kept_text(data, ends, kept)
             data = _read_only(data)
@@ -373,16 +404,21 @@ class CompiledSplits:
 _WARNED: set[str] = set()
 
 
-def compiled_splits_of(pretokenizer) -> CompiledSplits | None:
+def compiled_splits_of(pretokenizer, *, rewrites: bool = False) -> CompiledSplits | None:
     """The compiled form of a pre-tokenizer that has ``regex_splits()`` (a pattern, an HF pipeline of regex
-    splits and ByteLevel; see ``RegexSplit``), or None, with a one-time warning naming the reason, where it
-    has none: the engine then runs the pre-tokenizer itself in Python (never different spans)."""
+    splits, ByteLevel and, where the caller takes rewritten text (``rewrites``), Metaspace; see ``RegexSplit``),
+    or None, with a one-time warning naming the reason, where it has none: the engine then runs the
+    pre-tokenizer itself in Python (never different spans)."""
     try:
         describe = getattr(pretokenizer, "regex_splits", None)
         if describe is None:
             raise UnsupportedComponentError(f"pre-tokenizer {pretokenizer!r} has no regex form")
         splits, add_prefix_space = describe()
-        steps = [(compile_regex(split.pattern, multiline=split.multiline), split.behavior, split.invert)
+        if not rewrites and any(isinstance(split, MetaspaceSplit) for split in splits):
+            raise UnsupportedComponentError("Metaspace before a byte-level model (its compiled form takes no "
+                                            "rewritten text)")
+        steps = [split if isinstance(split, MetaspaceSplit) else
+                 (compile_regex(split.pattern, multiline=split.multiline), split.behavior, split.invert)
                  for split in splits]
         return CompiledSplits(steps, add_prefix_space=add_prefix_space)
     except UnsupportedComponentError as error:

@@ -36,15 +36,18 @@ class VocabModelEngine:
         self._tokenizer = tokenizer  # its model is built on first use (a cartridge's, when opened)
         self._normalizer = tokenizer.normalizer
         self._pretokenizer = tokenizer.pretokenizer
-        self.compiled_splits = compiled_splits_of(tokenizer.pretokenizer)
+        self.compiled_splits = compiled_splits_of(tokenizer.pretokenizer, rewrites=True)
         splits_add_prefix = self.compiled_splits is not None and self.compiled_splits.add_prefix_space
         self._whitespace_options = None if splits_add_prefix else getattr(tokenizer.normalizer, "whitespace_options",
                                                                           None)
-        self._id_objects = id_objects(1 + max(self.model.token_bytes, default=-1))
 
     @functools.cached_property
     def model(self):
         return self._tokenizer.model
+
+    @functools.cached_property
+    def _id_objects(self) -> np.ndarray:
+        return id_objects(1 + max(self.model.token_bytes, default=-1))
 
     @functools.cached_property
     def _encode(self):
@@ -55,31 +58,27 @@ class VocabModelEngine:
         tables = CharBytePairTables(self.model)
         return lambda model, data, ends: char_bpe_encode_spans(tables, data, ends)
 
-    def _prepared(self, text: str) -> bytes:
-        """The UTF-8 bytes the pre-tokenizer splits: the normalized text (with the compiled splits' prefix)."""
-        if self._normalizer is not None:
-            text = self._normalizer(text)
-        return self.compiled_splits.prepare(text) if self.compiled_splits is not None else text.encode("utf-8")
+    def _normalized(self, texts: Sequence[str]) -> Sequence[str]:
+        """The texts normalized, at once where the normalizer has ``normalize_batch`` (HF's normalizers)."""
+        if self._normalizer is None:
+            return texts
+        normalize_batch = getattr(self._normalizer, "normalize_batch", None)
+        return normalize_batch(texts) if normalize_batch is not None else [self._normalizer(text) for text in texts]
 
     def _spans(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(bytes of every span of every text, one after the other; their ends; the text each belongs to)."""
         if self.compiled_splits is None:
-            pieces = [self._pretokenizer(self._normalizer(text) if self._normalizer else text) for text in texts]
+            pieces = [self._pretokenizer(text) for text in self._normalized(texts)]
             spans = [span.encode("utf-8") for text_spans in pieces for span in text_spans]
             ends = np.cumsum(np.fromiter(map(len, spans), np.int64, len(spans)))
             text_of_span = np.repeat(np.arange(len(texts)), [len(text_spans) for text_spans in pieces])
             return np.frombuffer(b"".join(spans), np.uint8), ends, text_of_span
         if self._whitespace_options is not None:  # SentencePiece's normalization, on the bytes of all texts at once
-            encoded = [text.encode("utf-8") for text in texts]
-            text_ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)))
-            data, text_ends = normalize_utf8(np.frombuffer(b"".join(encoded), np.uint8), text_ends,
-                                             **self._whitespace_options)
+            data, text_ends = normalize_utf8(*self.compiled_splits.prepare_batch(texts), **self._whitespace_options)
+            data.flags.writeable = False
         else:
-            prepared = [self._prepared(text) for text in texts]
-            data = np.frombuffer(b"".join(prepared), np.uint8)
-            text_ends = np.cumsum(np.fromiter(map(len, prepared), np.int64, len(prepared)))
-        data.flags.writeable = False
-        ends, kept = self.compiled_splits.split(data, text_ends)
+            data, text_ends = self.compiled_splits.prepare_batch(self._normalized(texts))
+        data, ends, kept, text_ends = self.compiled_splits.run(data, text_ends)
         starts = np.concatenate(([0], ends[:-1])) if len(ends) else ends
         text_of_span = np.searchsorted(text_ends, starts[(kept != 0) & (ends > starts)], side="right")
         data, ends = kept_text(data, ends, kept)

@@ -1,5 +1,7 @@
-"""SentencePiece's text preparation (``crayon.formats.sentencepiece.normalize``) in Numba, over the UTF-8 bytes of
-many texts at once: ``▁`` read as a space, extra spaces removed, a dummy prefix, spaces written ``▁``."""
+"""Spaces written as SentencePiece's ``▁`` in Numba, over the UTF-8 bytes of many texts at once: SentencePiece's
+text preparation (``normalize_utf8``, the twin of ``crayon.formats.sentencepiece.normalize``: ``▁`` read as a
+space, extra spaces removed, a dummy prefix, spaces written ``▁``) and HF's Metaspace pre-tokenizer
+(``metaspace_pieces``, the twin of ``crayon.reference.pretokenize.metaspace_split``)."""
 
 from __future__ import annotations
 
@@ -64,3 +66,80 @@ def normalize_utf8(data: np.ndarray, text_ends: np.ndarray, *, escape_whitespace
     n = _normalize_kernel(data, text_ends.astype(np.int64), escape_whitespaces, remove_extra_whitespaces,
                           add_dummy_prefix, out, out_ends)
     return out[:n], out_ends
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _write_replacement(out, n, replacement):
+    for byte in replacement:
+        out[n] = byte
+        n += 1
+    return n
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _is_replacement(data, pos, stop, replacement):
+    if pos + len(replacement) > stop:
+        return False
+    for i in range(len(replacement)):
+        if data[pos + i] != replacement[i]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _metaspace_kernel(data, piece_ends, piece_kept, replacement, prepend, split, out, out_ends, out_kept,
+                      mapped_ends):
+    """Rewrite each kept piece into ``out`` (see ``metaspace_pieces``), the others copied as they are; returns
+    (bytes written, pieces written) and writes where each input piece ends in ``out`` to ``mapped_ends``."""
+    n = 0
+    count = 0
+    start = 0
+    for piece in range(piece_ends.shape[0]):
+        stop = piece_ends[piece]
+        if not piece_kept[piece]:
+            out[n : n + stop - start] = data[start:stop]
+            n += stop - start
+            out_ends[count], out_kept[count] = n, 0
+            count += 1
+        else:
+            piece_start = n
+            if (prepend and stop > start and data[start] != 0x20
+                    and not _is_replacement(data, start, stop, replacement)):
+                n = _write_replacement(out, n, replacement)
+            pos = start
+            while pos < stop:
+                is_space = data[pos] == 0x20
+                length = 1
+                if not is_space and _is_replacement(data, pos, stop, replacement):
+                    is_space, length = True, len(replacement)
+                if is_space:
+                    if split and n > piece_start:  # a piece ends before each replacement
+                        out_ends[count], out_kept[count] = n, 1
+                        count += 1
+                        piece_start = n
+                    n = _write_replacement(out, n, replacement)
+                else:
+                    out[n] = data[pos]
+                    n += 1
+                pos += length
+            out_ends[count], out_kept[count] = n, 1
+            count += 1
+        mapped_ends[piece] = n
+        start = stop
+    return n, count
+
+
+def metaspace_pieces(data: np.ndarray, piece_ends: np.ndarray, piece_kept: np.ndarray, replacement: str,
+                     prepend: bool, split: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """HF's Metaspace (``metaspace_split``) on each kept piece data[piece_ends[i - 1]:piece_ends[i]] (from 0):
+    (the new bytes, the ends of the new pieces, whether each is kept, where each input piece ends in the new
+    bytes). Pieces not kept are copied as they are; empty pieces may remain (kept, without bytes)."""
+    encoded = np.frombuffer(replacement.encode("utf-8"), np.uint8)
+    pieces = len(piece_ends)
+    out = np.empty(len(encoded) * (len(data) + pieces), np.uint8)
+    out_ends = np.empty(len(data) + pieces, np.int64)
+    out_kept = np.empty(len(data) + pieces, np.uint8)
+    mapped_ends = np.empty(pieces, np.int64)
+    n, count = _metaspace_kernel(data, piece_ends.astype(np.int64), piece_kept.astype(np.uint8), encoded, prepend,
+                                 split, out, out_ends, out_kept, mapped_ends)
+    return out[:n], out_ends[:count], out_kept[:count], mapped_ends

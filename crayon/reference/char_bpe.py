@@ -12,7 +12,10 @@ piece's score). ``crayon.jit.char_bpe`` gives identical ids.
 
 from __future__ import annotations
 
+import numpy as np
+
 from crayon.errors import UnknownTokenError, UnsupportedComponentError
+from crayon.reference.dat import compile_dat
 from crayon.reference.unigram import piece_bytes
 
 
@@ -21,7 +24,8 @@ class CharBytePairModel:
     given, equal ranks merging leftmost first) and HF's BPE options."""
 
     def __init__(self, vocab: dict[str, int], merges: list[tuple[str, str]], *, ranks: list[int] | None = None,
-                 unk_token: str | None = None, byte_fallback: bool = False, fuse_unk: bool = False):
+                 unk_token: str | None = None, byte_fallback: bool = False, fuse_unk: bool = False,
+                 dat: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None):
         if unk_token is not None and unk_token not in vocab:
             raise UnsupportedComponentError(f"BPE unk_token {unk_token!r} is not in the vocabulary")
         self.vocab = dict(vocab)
@@ -35,6 +39,15 @@ class CharBytePairModel:
                     raise ValueError(f"merge {left!r} {right!r}: {token!r} is not in the vocabulary")
             self.merges.setdefault((vocab[left], vocab[right]), (rank, vocab[left + right]))
         self.token_bytes = {token_id: piece_bytes(token) for token, token_id in self.vocab.items()}
+        self._dat = dat
+
+    @property
+    def dat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The DAT of the tokens (engines look characters up in it), built on first use unless given."""
+        if self._dat is None:
+            tokens = sorted(self.vocab.items(), key=lambda item: item[1])
+            self._dat = compile_dat([token.encode("utf-8") for token, _ in tokens], [i for _, i in tokens])
+        return self._dat
 
     def first_symbols(self, text: str) -> list[int]:
         """The symbols before any merge (HF's order: a pending unknown token is added at the next known
@@ -61,6 +74,15 @@ class CharBytePairModel:
         if pending_unknown:
             symbols.append(self.unk_id)
         return symbols
+
+    def merges_never_cross(self, char: str) -> bool:
+        """Whether a span cut before each ``char`` gives the same ids: ``char`` has a token (so it is a symbol of
+        its own, never in a run of unknown characters or byte pieces) and no merge joins a symbol to one that
+        starts with ``char``, so no symbol ever spans a cut."""
+        if char not in self.vocab:
+            return False
+        starting = {token_id for token, token_id in self.vocab.items() if token.startswith(char)}
+        return not any(right in starting for _, right in self.merges)
 
     def encode_span(self, span: bytes) -> list[int]:
         """The ids of one span (text as UTF-8)."""

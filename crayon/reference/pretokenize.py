@@ -80,6 +80,19 @@ def split_specials(text: str, allowed: Iterable[str]) -> Iterator[tuple[str, boo
         yield text[start:], False
 
 
+def metaspace_split(piece: str, replacement: str, prepend: bool, split: bool) -> list[str]:
+    """HF's Metaspace on one piece: each space becomes ``replacement``; with ``prepend``, a non-empty piece that
+    does not start with ``replacement`` gets one first; with ``split``, the piece is cut before each
+    ``replacement`` (HF's MergedWithNext split on it). Empty pieces are dropped."""
+    piece = piece.replace(" ", replacement)
+    if prepend and piece and not piece.startswith(replacement):
+        piece = replacement + piece
+    if not split:
+        return [piece] if piece else []
+    first, *rest = piece.split(replacement)
+    return ([first] if first else []) + [replacement + part for part in rest]
+
+
 class PatternSpanner:
     """The pre-tokenizer of a tiktoken-style vocabulary: ``regex.findall`` with one pattern."""
 

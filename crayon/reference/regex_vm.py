@@ -473,6 +473,17 @@ class RegexSplit:
     invert: bool = False
 
 
+@dataclass(frozen=True)
+class MetaspaceSplit:
+    """HF's Metaspace among the splits of ``regex_splits()``: each kept piece rewritten and split by
+    ``crayon.reference.pretokenize.metaspace_split(piece, replacement, prepend, split)``. It changes the text
+    (a space becomes ``replacement``), so only a consumer that takes rewritten text accepts it."""
+
+    replacement: str
+    prepend: bool
+    split: bool
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Compilation
 

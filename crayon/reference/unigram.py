@@ -32,7 +32,8 @@ class UnigramModel:
     """
 
     def __init__(self, pieces: list[tuple[str, float]], *, unk_id: int | None, byte_fallback: bool = False,
-                 fuse_unk: bool = True, matchable: list[int] | None = None, single_precision: bool = False):
+                 fuse_unk: bool = True, matchable: list[int] | None = None, single_precision: bool = False,
+                 dat: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None):
         if unk_id is not None and not 0 <= unk_id < len(pieces):
             raise UnsupportedComponentError(f"Unigram unk_id {unk_id} is outside the {len(pieces)} pieces")
         self.pieces = [(piece, float(score)) for piece, score in pieces]
@@ -45,7 +46,9 @@ class UnigramModel:
         self.score_type = np.float32 if single_precision else np.float64
         self.scores = np.array([score for _, score in self.pieces], self.score_type)
         self.unk_score = self.scores[list(matchable)].min(initial=0.0) - self.score_type(UNKNOWN_PENALTY)
-        self.dat = compile_dat([self.pieces[i][0].encode("utf-8") for i in matchable], list(matchable))
+        # the DAT of the matchable pieces (``dat``: one built before, as a cartridge stores it)
+        self.dat = dat if dat is not None else compile_dat([self.pieces[i][0].encode("utf-8") for i in matchable],
+                                                           list(matchable))
         self.byte_ids = np.array([self.ids.get(f"<0x{byte:02X}>", -1) for byte in range(256)], np.int64)
         self.token_bytes = {token_id: piece_bytes(piece) for token_id, (piece, _) in enumerate(self.pieces)}
 

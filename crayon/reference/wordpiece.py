@@ -20,18 +20,22 @@ class WordPieceModel:
     """A WordPiece vocabulary (token string -> id) with its unknown token, prefix and word length limit."""
 
     def __init__(self, vocab: dict[str, int], *, unk_token: str = "[UNK]", continuing_subword_prefix: str = "##",
-                 max_input_chars_per_word: int = 100):
+                 max_input_chars_per_word: int = 100, dats: tuple[tuple, tuple] | None = None):
         if unk_token not in vocab:
             raise UnsupportedComponentError(f"WordPiece unk_token {unk_token!r} is not in the vocabulary")
         self.vocab = dict(vocab)
         self.unk_token, self.unk_id = unk_token, vocab[unk_token]
         self.prefix = continuing_subword_prefix
         self.max_input_chars_per_word = max_input_chars_per_word
-        tokens = sorted(self.vocab.items(), key=lambda item: item[1])
-        self.initial = compile_dat([token.encode("utf-8") for token, _ in tokens], [i for _, i in tokens])
-        continuing = [(token[len(self.prefix):], i) for token, i in tokens
-                      if token.startswith(self.prefix) and len(token) > len(self.prefix)]
-        self.continuing = compile_dat([token.encode("utf-8") for token, _ in continuing], [i for _, i in continuing])
+        if dats is not None:  # (initial, continuing) built before, as a cartridge stores them
+            self.initial, self.continuing = dats
+        else:
+            tokens = sorted(self.vocab.items(), key=lambda item: item[1])
+            self.initial = compile_dat([token.encode("utf-8") for token, _ in tokens], [i for _, i in tokens])
+            continuing = [(token[len(self.prefix):], i) for token, i in tokens
+                          if token.startswith(self.prefix) and len(token) > len(self.prefix)]
+            self.continuing = compile_dat([token.encode("utf-8") for token, _ in continuing],
+                                          [i for _, i in continuing])
         self.token_bytes = {token_id: token.encode("utf-8") for token, token_id in self.vocab.items()}
 
     def encode_word(self, word: str) -> list[int]:
