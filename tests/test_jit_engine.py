@@ -101,8 +101,7 @@ def test_id_lists_share_the_id_objects_and_count_references(kernels):
 
     from crayon.errors import CartridgeError
     from crayon.jit.engine import JitEngine
-    from crayon.jit.id_lists import id_list, object_addresses
-    from crayon.jit.tables import id_objects
+    from crayon.jit.id_lists import id_list, id_objects, object_addresses
 
     tok = crayon.load("cl100k_base", backend="jit")
     engine = JitEngine(tok, tables=tok.tables, kernels=kernels)

@@ -29,13 +29,13 @@ from crayon.jit import kernels as jit_kernels
 from crayon.jit.backtrack import backtracking_violation, check_backtrack_tables, new_validity_memo
 from crayon.jit.cache import new_long_piece_cache, new_piece_cache
 from crayon.jit.cores import available_cores, worker_map
-from crayon.jit.id_lists import id_list, object_addresses
+from crayon.jit.id_lists import id_list, id_lists, shared_ids
 from crayon.jit.kernels import ENCODERS, SPAN_BATCH
 from crayon.jit.long_text import LongTexts, joined_arrays, joined_lists
 from crayon.jit.pretokenize import PATTERN_IDS, jit_pattern_of, unicode_tables
 from crayon.jit.regex_vm import compiled_splits_of, kept_text
 from crayon.jit.status import NEED_SCRATCH, raise_for_status
-from crayon.jit.tables import build_bpe_tables, check_bpe_tables, id_lists, id_objects, kernel_tables
+from crayon.jit.tables import build_bpe_tables, check_bpe_tables, kernel_tables
 from crayon.reference.cache import DEFAULT_BUCKETS, DEFAULT_LONG_ROWS, DEFAULT_LONGER_ROWS, LONGER_ROW_WORDS
 from crayon.reference.char_bpe import CharBytePairModel
 from crayon.reference.engine import flat_from_arrays
@@ -96,7 +96,7 @@ class JitEngine:
         self._cache_buckets, self._memo_slots = cache_buckets, memo_slots
         self._local = threading.local()
         self._clearings = 0  # clear_caches calls so far: a thread whose buffers saw fewer empties them
-        self._ids = None  # (id_objects, their addresses) for this vocabulary, taken at the first encode of many tokens
+        self._ids = None  # shared_ids(self._token_count), taken at the first encode of many tokens
         self._token_count = len(self.tables["token_offsets"]) - 1
         self._lengths = None  # _token_lengths, made at the first batch
         known = jit_pattern_of(tokenizer)
@@ -307,16 +307,19 @@ class JitEngine:
         return int(self.kernels.utf8_error_kernel(data))
 
     def as_list(self, tokens: np.ndarray) -> list[int]:
-        """``tokens.tolist()``, checked: a few tokens are converted directly; more are taken from ``id_objects`` by
+        """``tokens.tolist()``, checked: a few tokens are converted directly; more are the shared ints of
         ``id_list`` in one compiled pass, the list sharing one Python int per id instead of making each anew."""
         if len(tokens) <= FEW_TOKENS:
             ids = tokens.tolist()
             if ids and max(ids) >= self._token_count:
                 raise CartridgeError("the BPE tables are corrupt: a token id outside the vocabulary came out")
             return ids
+        return id_list(self.kernels.id_list_kernel, tokens, self._shared_ids())
+
+    def _shared_ids(self) -> tuple[np.ndarray, np.ndarray]:
         if self._ids is None:
-            self._ids = object_addresses(id_objects(self._token_count))
-        return id_list(self.kernels.id_list_kernel, tokens, self._ids)
+            self._ids = shared_ids(self._token_count)
+        return self._ids
 
     def _encode_compiled_flat(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """``encode_ordinary_flat`` with the compiled pre-tokenizer: all texts split at once, then one span kernel
@@ -363,10 +366,7 @@ class JitEngine:
         threads = _threads(num_threads, len(texts))
         if self.pattern_id is None or (self.tables["byte_tokens"] < 0).any():
             tokens, offsets = self.encode_ordinary_flat(texts if prepare is None else prepare(texts), threads)
-            try:
-                return id_lists(tokens, offsets, self._token_count)
-            except IndexError:
-                raise CartridgeError("the BPE tables are corrupt: a token id outside the vocabulary came out") from None
+            return id_lists(self.kernels.id_list_kernel, tokens, offsets, self._shared_ids())
         work = self._token_lists if prepare is None else (lambda piece: self._token_lists(prepare(piece)))
         try:
             pieces = self._in_pieces(texts, threads, work)
@@ -392,10 +392,7 @@ class JitEngine:
         tokens, counts = self._encode_texts(texts)
         bounds = np.zeros(len(counts) + 1, np.int64)
         np.cumsum(counts, out=bounds[1:])
-        try:
-            return id_lists(tokens, bounds, self._token_count)
-        except IndexError:
-            raise CartridgeError("the BPE tables are corrupt: a token id outside the vocabulary came out") from None
+        return id_lists(self.kernels.id_list_kernel, tokens, bounds, self._shared_ids())
 
     def _in_pieces(self, texts: Sequence[str], threads: int, work) -> Iterator:
         """``work(piece)`` for runs of the texts, in order: all of them at once on one thread; else

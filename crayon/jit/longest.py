@@ -36,14 +36,13 @@ from crayon.jit.backtrack import interleave_dat, prefix_states
 from crayon.jit.cache import LITTLE_ENDIAN, load_word
 from crayon.jit.cores import available_cores
 from crayon.jit.dat import check_dat_arrays
-from crayon.jit.id_lists import id_list, id_list_kernel, object_addresses
+from crayon.jit.id_lists import id_list, id_list_kernel, shared_ids
 from crayon.jit.kernels import SPAN_BATCH
 from crayon.jit.lazy import njit
 from crayon.jit.long_text import LongTexts, joined_arrays, joined_lists
 from crayon.jit.pretokenize import (CL100K, O200K, PATTERN_IDS, classify_characters, fill_span_ends, jit_pattern_of,
                                     trailing_zeros, unicode_tables)
 from crayon.jit.status import NO_PROGRESS, raise_for_status
-from crayon.jit.tables import id_objects
 from crayon.reference.engine import flat_from_arrays
 
 
@@ -62,7 +61,7 @@ class LongestMatchEngine:
         self._model = model
         self._fallback = np.ascontiguousarray(model.fallback, dtype=np.int32)
         self._n_ids = max(model.token_bytes, default=-1) + 1  # every id a sound DAT or the fallback can give
-        self._ids = None  # (id_objects, their addresses), taken at the first encode
+        self._ids = None  # shared_ids(self._n_ids), taken at the first encode
         self._normalizer = tokenizer.normalizer
         self._pretokenizer = tokenizer.pretokenizer
         self._pattern_name = jit_pattern_of(tokenizer)
@@ -112,7 +111,7 @@ class LongestMatchEngine:
     def as_list(self, ids: np.ndarray) -> list[int]:
         """``ids.tolist()`` through ``id_list``; CartridgeError for an id no token has (a corrupt DAT)."""
         if self._ids is None:
-            self._ids = object_addresses(id_objects(self._n_ids))
+            self._ids = shared_ids(self._n_ids)
         return id_list(id_list_kernel, ids, self._ids)
 
     def encode_ordinary_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:

@@ -18,15 +18,10 @@
 * ``short_tokens`` uint64[capacity, 4]: the tokens of 2 to 16 bytes a span spelling them encodes to, keyed like
   the piece cache (``crayon.jit.cache.build_short_tokens``).
 
-``kernel_tables(tables)`` is the tuple the kernels of ``crayon.jit.kernels`` take. ``id_objects`` is the table the
-engines build lists of ids from (``crayon.jit.id_lists``).
+``kernel_tables(tables)`` is the tuple the kernels of ``crayon.jit.kernels`` take.
 """
 
 from __future__ import annotations
-
-import contextlib
-import gc
-import threading
 
 import numpy as np
 
@@ -37,8 +32,7 @@ from crayon.jit.bpe import EMPTY, fill_pair_table, fill_vocab_index, table_capac
 from crayon.jit.cache import build_short_tokens
 from crayon.reference.bpe import BytePairModel
 
-__all__ = ["TABLES_VERSION", "BPE_TABLE_NAMES", "build_bpe_tables", "check_bpe_tables", "kernel_tables",
-           "id_objects"]
+__all__ = ["TABLES_VERSION", "BPE_TABLE_NAMES", "build_bpe_tables", "check_bpe_tables", "kernel_tables"]
 
 TABLES_VERSION = 4
 BPE_TABLE_NAMES = ("byte_tokens", "pair_table", "token_offsets", "token_bytes", "vocab_index", "settings", "short_tokens")
@@ -137,52 +131,3 @@ def _read_only(array: np.ndarray) -> np.ndarray:
     view = np.ascontiguousarray(array).view()
     view.flags.writeable = False
     return view
-
-
-_id_objects = np.empty(0, dtype=object)
-_id_objects_lock = threading.Lock()
-
-
-def id_objects(n_ids: int) -> np.ndarray:
-    """An object array whose entry i is the int i, for ids 0..n_ids-1: one array for the whole process, grown to
-    the largest vocabulary seen, so that a newly loaded tokenizer does not build its own."""
-    global _id_objects
-    table = _id_objects
-    if len(table) < n_ids:
-        with _id_objects_lock:
-            if len(_id_objects) < n_ids:
-                _id_objects = np.array(range(n_ids), dtype=object)
-            table = _id_objects
-    return table[:n_ids]
-
-
-_gc_pauses = 0  # callers of id_lists building lists now; the first pauses the collector, the last resumes it
-_gc_was_enabled = False
-_gc_lock = threading.Lock()
-
-
-@contextlib.contextmanager
-def _collector_paused():
-    global _gc_pauses, _gc_was_enabled
-    with _gc_lock:
-        if _gc_pauses == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _gc_pauses += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_pauses -= 1
-            if _gc_pauses == 0 and _gc_was_enabled:
-                gc.enable()
-
-
-def id_lists(ids: np.ndarray, bounds: np.ndarray, n_ids: int) -> list[list[int]]:
-    """The lists ``ids[bounds[i]:bounds[i + 1]].tolist()``, taken from ``id_objects(n_ids)`` (IndexError for an id
-    outside it). The cyclic garbage collector is paused while they are built: lists of ints form no cycles, and
-    the collections that thousands of new lists trigger, older generations included, cost about a fifth of a
-    batch of 13,000 short lines (in a loop of such calls, the one collection that follows included)."""
-    with _collector_paused():
-        flat, bounds = id_objects(n_ids).take(ids).tolist(), bounds.tolist()
-        return [flat[start:end] for start, end in zip(bounds[:-1], bounds[1:])]

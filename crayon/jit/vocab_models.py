@@ -12,10 +12,10 @@ from typing import Sequence
 import numpy as np
 
 from crayon.jit.char_bpe import CharBytePairTables
-from crayon.jit.cores import available_cores
 from crayon.jit.char_bpe import encode_spans as char_bpe_encode_spans
+from crayon.jit.cores import available_cores
+from crayon.jit.id_lists import id_list, id_list_kernel, id_lists, shared_ids
 from crayon.jit.regex_vm import compiled_splits_of, kept_text
-from crayon.jit.tables import id_lists, id_objects
 from crayon.jit.unigram import encode_spans as unigram_encode_spans
 from crayon.jit.whitespace_normalizer import normalize_utf8
 from crayon.jit.wordpiece import encode_words
@@ -46,8 +46,8 @@ class VocabModelEngine:
         return self._tokenizer.model
 
     @functools.cached_property
-    def _id_objects(self) -> np.ndarray:
-        return id_objects(1 + max(self.model.token_bytes, default=-1))
+    def _shared_ids(self) -> tuple[np.ndarray, np.ndarray]:
+        return shared_ids(1 + max(self.model.token_bytes, default=-1))
 
     @functools.cached_property
     def _encode(self):
@@ -98,7 +98,7 @@ class VocabModelEngine:
         return self.encode_ordinary_flat([text])[0]
 
     def encode_ordinary(self, text: str) -> list[int]:
-        return self._id_objects.take(self.encode_ordinary_array(text)).tolist()
+        return id_list(id_list_kernel, self.encode_ordinary_array(text), self._shared_ids)
 
     def encode_ordinary_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
         """Ids of each text; ``num_threads`` threads (default: one per core) share the texts."""
@@ -111,5 +111,5 @@ class VocabModelEngine:
             flats = list(pool.map(self.encode_ordinary_flat, chunks))
         batches = []
         for ids, offsets in flats:
-            batches += id_lists(ids, offsets, len(self._id_objects))
+            batches += id_lists(id_list_kernel, ids, offsets, self._shared_ids)
         return batches
