@@ -491,32 +491,33 @@ def ascii_masks(typingctx, data, index):
     return types.UniTuple(types.uint64, 9)(data, index), codegen
 
 
-@intrinsic
-def trailing_zeros(typingctx, word):
-    """The number of trailing zero bits of a uint64, 64 for 0 (one tzcnt instruction)."""
+def _zero_count(intrinsic_name: str):
+    """The codegen of an LLVM bit count (``llvm.cttz.i64``, ``llvm.ctlz.i64``) of a uint64, 64 for 0."""
     from llvmlite import ir
-    from numba.core import cgutils, types
+    from numba.core import cgutils
 
     def codegen(context, builder, signature, args):
         function = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.IntType(64), [ir.IntType(64), ir.IntType(1)]), "llvm.cttz.i64")
+            builder.module, ir.FunctionType(ir.IntType(64), [ir.IntType(64), ir.IntType(1)]), intrinsic_name)
         return builder.call(function, [args[0], ir.Constant(ir.IntType(1), 0)])
 
-    return types.int64(types.uint64), codegen
+    return codegen
+
+
+@intrinsic
+def trailing_zeros(typingctx, word):
+    """The number of trailing zero bits of a uint64, 64 for 0 (one tzcnt instruction)."""
+    from numba.core import types
+
+    return types.int64(types.uint64), _zero_count("llvm.cttz.i64")
 
 
 @intrinsic
 def leading_zeros(typingctx, word):
-    """The number of leading zero bits of a nonzero uint64 (one instruction)."""
-    from llvmlite import ir
-    from numba.core import cgutils, types
+    """The number of leading zero bits of a uint64, 64 for 0 (one lzcnt instruction)."""
+    from numba.core import types
 
-    def codegen(context, builder, signature, args):
-        function = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.IntType(64), [ir.IntType(64), ir.IntType(1)]), "llvm.ctlz.i64")
-        return builder.call(function, [args[0], ir.Constant(ir.IntType(1), 0)])
-
-    return types.int64(types.uint64), codegen
+    return types.int64(types.uint64), _zero_count("llvm.ctlz.i64")
 
 
 @njit(cache=True, _nrt=False, inline="always")
