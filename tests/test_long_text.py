@@ -61,7 +61,7 @@ def test_short_texts_and_one_thread_are_not_cut():
     assert long_texts.threads_for((1 << 20) - 1) == 1
     long_texts.threads = 2
     assert long_texts.threads_for(1 << 20) == 2
-    assert long_texts.encode_parts(b"hello world " * 10, lambda part: pytest.fail("must not be cut"), list, 2) is None
+    assert long_texts.encode_text("hello world " * 10, lambda part: pytest.fail("must not be cut"), list, 2) is None
     long_texts.min_bytes, long_texts.threads = 1, 1
     assert long_texts.threads_for(100) == 1
 

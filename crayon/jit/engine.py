@@ -249,6 +249,10 @@ class JitEngine:
                 tokens = None  # the whole text answers, below
             if tokens is not None:
                 return tokens
+        return self._encode_whole(text, prepare)
+
+    def _encode_whole(self, text: str, prepare: Callable[[str], str] | None) -> np.ndarray:
+        """``encode_ordinary_array`` of a text not cut into parts."""
         if prepare is not None:
             text = prepare(text)
         try:
@@ -288,7 +292,7 @@ class JitEngine:
                 tokens = None  # encode_ordinary_array answers
             if tokens is not None:
                 return tokens
-        return self.as_list(self.encode_ordinary_array(text, prepare))
+        return self.as_list(self._encode_whole(text, prepare))
 
     def encode_utf8_flat(self, data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(tokens, counts) of the valid UTF-8 texts data[offsets[i]:offsets[i + 1]] (uint8 data, int64 offsets),

@@ -2,12 +2,11 @@
 ``crayon.reference.pipeline``: the tokens of A + B are those of A then those of B), the parts encoded on
 ``worker_map``'s threads by a GIL-free kernel, their tokens concatenated: exactly the whole text's tokens.
 
-The engines cut every ordinary text at least ``LongTexts.min_bytes`` long (default ``LONG_TEXT_BYTES``, 1 MB, or
-the environment variable ``CRAYON_LONG_TEXT_BYTES``): ``crayon.jit.engine.JitEngine`` a str of that many
-characters with ``LongTexts.encode_text``, ``crayon.jit.longest.LongestMatchEngine`` UTF-8 of that many bytes
-with ``LongTexts.encode_parts``. ``encode_text`` leaves the calling thread almost nothing to do: it finds the cuts
-in a few kilobytes around each of the evenly spaced places where it wants one, and each worker takes its part of
-the str, makes its UTF-8 (the caller's ``prepare`` first, when given), encodes it and builds its list of ids (the
+The engines (``crayon.jit.engine.JitEngine``, ``crayon.jit.longest.LongestMatchEngine``) cut every ordinary text
+of at least ``LongTexts.min_bytes`` characters (default ``LONG_TEXT_BYTES``, 1 MB, or the environment variable
+``CRAYON_LONG_TEXT_BYTES``) with ``LongTexts.encode_text``, which leaves the calling thread almost nothing to do:
+it finds the cuts in a few kilobytes around each of the evenly spaced places where it wants one, and each worker
+takes its part of the str, makes its UTF-8 (the caller's ``prepare`` first, when given), encodes it and builds its list of ids (the
 work that holds the GIL overlaps with the other threads' kernels); the caller joins the lists as they come.
 The engines see ordinary text only (``Tokenizer`` cuts special and added tokens out first), so the rule is the
 pre-tokenizer's alone; a tokenizer it does not cover (no known pattern, a normalizer) keeps encoding on one
@@ -111,7 +110,7 @@ class LongTexts:
         return None
 
     def threads_for(self, size: int) -> int:
-        """How many threads a text of at most ``size`` UTF-8 bytes is cut for: 1 where it is not cut (shorter than
+        """How many threads a text of ``size`` characters is cut for: 1 where it is not cut (shorter than
         ``min_bytes``, one core, or no proven rule for this tokenizer)."""
         if size < self.min_bytes:
             return 1
@@ -138,20 +137,6 @@ class LongTexts:
             return encode_part(np.frombuffer(encoded, np.uint8))
 
         return join(worker_map(encode, range(len(bounds) - 1), threads))
-
-    def encode_parts(self, encoded: bytes, encode_part: Callable[[np.ndarray], Any], join: Callable[[Iterator], Any],
-                     threads: int) -> Any:
-        """``join`` of the iterator of ``encode_part`` (a uint8 array -> its tokens, called on ``threads`` threads at
-        once) of each part of the UTF-8 text ``encoded``, in order (``join`` takes each part as soon as it and the
-        ones before it are done, while the threads encode the rest); None where the text is not cut (shorter than
-        ``min_bytes`` or no cut in it): the caller encodes it whole."""
-        if len(encoded) < self.min_bytes or threads < 2:
-            return None
-        ranges = self.parts(encoded, threads)
-        if len(ranges) < 2:
-            return None
-        data = np.frombuffer(encoded, np.uint8)
-        return join(worker_map(lambda bounds: encode_part(data[bounds[0] : bounds[1]]), ranges, threads))
 
 
 def _byte_offsets(data: bytes) -> np.ndarray:

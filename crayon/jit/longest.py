@@ -76,10 +76,9 @@ class LongestMatchEngine:
     def encode_ordinary_array(self, text: str) -> np.ndarray:
         """Ids of ordinary text (no special tokens) as a uint32 array."""
         if self._pattern_name is not None:
-            encoded = text.encode("utf-8")
-            tokens = self.long_texts.encode_parts(encoded, self._encode_text, joined_arrays,
-                                                  self.long_texts.threads_for(len(encoded)))
-            return self._encode_text(np.frombuffer(encoded, np.uint8)) if tokens is None else tokens
+            tokens = self.long_texts.encode_text(text, self._encode_text, joined_arrays,
+                                                 self.long_texts.threads_for(len(text)))
+            return self._encode_text(np.frombuffer(text.encode("utf-8"), np.uint8)) if tokens is None else tokens
         if self._normalizer is not None:
             text = self._normalizer(text)
         spans = [span.encode("utf-8") for span in self._pretokenizer(text)]
@@ -99,14 +98,13 @@ class LongestMatchEngine:
     def encode_ordinary(self, text: str) -> list[int]:
         if self._pattern_name is None:
             return self.as_list(self.encode_ordinary_array(text))
-        encoded = text.encode("utf-8")
-        threads = self.long_texts.threads_for(len(encoded))  # asked once: it reads the cgroup's CPU quota
+        threads = self.long_texts.threads_for(len(text))  # asked once: it reads the cgroup's CPU quota
         if threads > 1:
-            tokens = self.long_texts.encode_parts(encoded, lambda part: self.as_list(self._encode_text(part)),
-                                                  joined_lists, threads)
+            tokens = self.long_texts.encode_text(text, lambda part: self.as_list(self._encode_text(part)),
+                                                 joined_lists, threads)
             if tokens is not None:
                 return tokens
-        return self.as_list(self._encode_text(np.frombuffer(encoded, np.uint8)))
+        return self.as_list(self._encode_text(np.frombuffer(text.encode("utf-8"), np.uint8)))
 
     def as_list(self, ids: np.ndarray) -> list[int]:
         """``ids.tolist()`` through ``id_list``; CartridgeError for an id no token has (a corrupt DAT)."""
