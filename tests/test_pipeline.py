@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import crayon
+import crayon.shards
 from crayon.shards import read_shard, token_dtype
 from crayon.errors import UnsupportedComponentError
 from crayon.jit import kernels as jit_kernels
@@ -173,8 +174,11 @@ def corpus_dir(tmp_path):
 
 
 @pytest.mark.parametrize("suffix", [".bin", ".npy"])
-def test_write_tokens_one_document_per_file(corpus_dir, suffix):
+@pytest.mark.parametrize("maintain_every_batch", [False, True])
+def test_write_tokens_one_document_per_file(corpus_dir, suffix, maintain_every_batch, monkeypatch):
     folder, texts = corpus_dir
+    if maintain_every_batch:  # the writer's periodic memory trim and write-back start, after every batch
+        monkeypatch.setattr(crayon.shards, "TRIM_EVERY_BYTES", 1)
     tok = crayon.load("cl100k_base")
     paths = [folder / f"doc{i}.txt" for i in range(len(texts))]
     output = folder / f"train{suffix}"
