@@ -122,3 +122,36 @@ def test_id_lists_share_the_id_objects_and_count_references(kernels):
     assert [sys.getrefcount(objects[i]) for i in (400, 505, 300, 999)] == before
     text = corpus_text("multilingual.txt", 20_000)
     assert engine.encode_ordinary(text) == engine.encode_ordinary_array(text).tolist()
+
+
+@pytest.mark.parametrize("kernels", ["aot", "numba"])
+def test_extend_ids_appends_the_id_objects_and_counts_references(kernels):
+    """``extend_ids`` appends what ``id_list`` would make to an existing list, each reference counted once, and
+    refuses an id outside the vocabulary (what came before it stays) and a list that is not a list."""
+    import sys
+
+    from crayon.errors import CartridgeError
+    from crayon.jit.engine import JitEngine
+    from crayon.jit.id_lists import extend_ids, id_objects, object_addresses
+
+    tok = crayon.load("cl100k_base", backend="jit")
+    kernel = JitEngine(tok, tables=tok.tables, kernels=kernels).kernels.id_list_extend_kernel
+    objects = id_objects(1000)
+    pair = object_addresses(objects)
+    tokens = np.array([999, 400, 505, 505, 300, 999] * 50, np.uint32)
+    before = [sys.getrefcount(objects[i]) for i in (400, 505, 300, 999)]
+    ids = ["start"]
+    extend_ids(kernel, ids, tokens[:100], pair)
+    extend_ids(kernel, ids, np.zeros(0, np.uint32), pair)
+    extend_ids(kernel, ids, tokens[100:], pair)
+    assert ids == ["start", *tokens.tolist()] and all(ids[i + 1] is objects[t] for i, t in enumerate(tokens))
+    grown = [sys.getrefcount(objects[i]) for i in (400, 505, 300, 999)]
+    assert [g - b for g, b in zip(grown, before)] == [50, 100, 50, 100]
+    del ids
+    assert [sys.getrefcount(objects[i]) for i in (400, 505, 300, 999)] == before
+    ids = []
+    with pytest.raises(CartridgeError, match="outside the vocabulary"):
+        extend_ids(kernel, ids, np.array([400, 2, 1000, 3], np.uint32), pair)
+    assert ids == [400, 2]
+    with pytest.raises(TypeError, match="list"):
+        extend_ids(kernel, (), tokens, pair)

@@ -68,6 +68,8 @@ SIGNATURES = {
     "utf8_error_kernel": (TEXT,),
     # (tokens, addresses of the id objects): a list's address (crayon.jit.id_lists)
     "id_list_kernel": (_array("u4"), _array("u8", writable=False)),
+    # (a list's address, tokens, addresses of the id objects): how many were appended (crayon.jit.id_lists)
+    "id_list_extend_kernel": (INT, _array("u4"), _array("u8", writable=False)),
 }
 WORD_BAG = (_array("u1"), _array("i8", 2), _array("i8"), _array("i8"))  # word bytes, word rows, table, sizes
 TRAINING_SIGNATURES = {

@@ -29,9 +29,9 @@ from crayon.jit import kernels as jit_kernels
 from crayon.jit.backtrack import backtracking_violation, check_backtrack_tables, new_validity_memo
 from crayon.jit.cache import new_long_piece_cache, new_piece_cache
 from crayon.jit.cores import available_cores, worker_map
-from crayon.jit.id_lists import id_list, id_lists, shared_ids
+from crayon.jit.id_lists import extend_ids, id_list, id_lists, shared_ids
 from crayon.jit.kernels import ENCODERS, SPAN_BATCH
-from crayon.jit.long_text import LongTexts, joined_arrays, joined_lists
+from crayon.jit.long_text import LongTexts, joined_arrays
 from crayon.jit.pretokenize import PATTERN_IDS, jit_pattern_of, unicode_tables
 from crayon.jit.regex_vm import compiled_splits_of, kept_text
 from crayon.jit.status import NEED_SCRATCH, raise_for_status
@@ -286,8 +286,8 @@ class JitEngine:
         threads = 1 if self.pattern_id is None else self.long_texts.threads_for(len(text))
         if threads > 1:
             try:
-                tokens = self.long_texts.encode_text(text, lambda part: self.as_list(self._encode_text(part)),
-                                                     joined_lists, threads, prepare)
+                tokens = self.long_texts.encode_text(text, self._encode_text, self._appended_lists, threads,
+                                                     prepare)
             except UnknownTokenError:
                 tokens = None  # encode_ordinary_array answers
             if tokens is not None:
@@ -319,6 +319,14 @@ class JitEngine:
                 raise CartridgeError("the BPE tables are corrupt: a token id outside the vocabulary came out")
             return ids
         return id_list(self.kernels.id_list_kernel, tokens, self._shared_ids())
+
+    def _appended_lists(self, parts: Iterator[np.ndarray]) -> list[int]:
+        """One list of the parts' tokens, each part appended on this thread as it comes (``extend_ids``), while
+        the workers encode the next ones."""
+        ids: list[int] = []
+        for tokens in parts:
+            extend_ids(self.kernels.id_list_extend_kernel, ids, tokens, self._shared_ids())
+        return ids
 
     def _shared_ids(self) -> tuple[np.ndarray, np.ndarray]:
         if self._ids is None:

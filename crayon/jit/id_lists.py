@@ -6,7 +6,9 @@ reference, freeing the taken array drops one) through a temporary object array; 
 and adds each reference once. It calls CPython's C API (``PyList_New``, ``Py_IncRef``, ``PyList_SetItem``) with
 the GIL, which it takes itself (``PyGILState_Ensure``): the compiled kernels are called with the GIL released.
 ``id_list`` is the Python side: the list's address comes back as an integer and becomes the list object here;
-``id_lists`` cuts one such list into a batch's lists.
+``id_lists`` cuts one such list into a batch's lists. ``id_list_extend_kernel`` (``extend_ids``) appends to a
+list instead: a long text's parts, encoded on worker threads, are added to one list on the calling thread as
+they come, in one pass, the workers never waiting for the GIL to make lists.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ import numpy as np
 from crayon.errors import CartridgeError
 from crayon.jit.lazy import intrinsic, njit
 
-__all__ = ["id_list", "id_lists", "id_list_kernel", "id_objects", "object_addresses", "shared_ids"]
+__all__ = ["extend_ids", "id_list", "id_list_extend_kernel", "id_lists", "id_list_kernel", "id_objects",
+           "object_addresses", "shared_ids"]
 
 NO_MEMORY, BAD_ID = -1, 0  # id_list_kernel's failures (a list's address is neither)
 
@@ -93,6 +96,26 @@ def _set_shared_item(typingctx, list_address, index, item_address):
 
 
 @intrinsic
+def _append_shared_item(typingctx, list_address, item_address):
+    """list.append(the object at ``item_address``) (a new reference); False with the error cleared where it fails
+    (no memory)."""
+    from llvmlite import ir
+    from numba.core import types
+
+    def codegen(context, builder, signature, args):
+        pointer = ir.IntType(8).as_pointer()
+        append = _c_function(builder, "PyList_Append", ir.IntType(32), [pointer, pointer])
+        failed = builder.icmp_signed("!=", builder.call(append, [builder.inttoptr(args[0], pointer),
+                                                                 builder.inttoptr(args[1], pointer)]),
+                                     ir.Constant(ir.IntType(32), 0))
+        with builder.if_then(failed, likely=False):
+            builder.call(_c_function(builder, "PyErr_Clear", ir.VoidType(), []), [])
+        return builder.not_(failed)
+
+    return types.boolean(types.int64, types.uint64), codegen
+
+
+@intrinsic
 def _drop(typingctx, address):
     """Py_DecRef of the object at ``address``."""
     from llvmlite import ir
@@ -126,6 +149,23 @@ def id_list_kernel(tokens, addresses):
     return made
 
 
+@njit(cache=True, nogil=True, _nrt=False)
+def id_list_extend_kernel(list_address, tokens, addresses):
+    """Append the objects at addresses[tokens[i]] to the list at ``list_address``; how many were appended: all,
+    or fewer where a token has no address (the rest not appended) or memory ran out (NO_MEMORY)."""
+    state = _gil_ensure()
+    for i in range(tokens.shape[0]):
+        token = tokens[i]
+        if token >= addresses.shape[0]:
+            _gil_release(state)
+            return i
+        if not _append_shared_item(list_address, addresses[token]):
+            _gil_release(state)
+            return NO_MEMORY
+    _gil_release(state)
+    return tokens.shape[0]
+
+
 def object_addresses(objects: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(objects, addresses)``: the addresses of the objects of an object array (read-only uint64), to keep and pass
     together: the addresses are valid while the array lives."""
@@ -153,6 +193,19 @@ def id_list(kernel, tokens: np.ndarray, objects_and_addresses: tuple[np.ndarray,
     ids = ctypes.cast(made, ctypes.py_object).value  # a second reference to the list
     _drop_reference(ids)  # the kernel's: ``ids`` holds the only one now
     return ids
+
+
+def extend_ids(kernel, ids: list, tokens: np.ndarray, objects_and_addresses: tuple[np.ndarray, np.ndarray]) -> None:
+    """``ids.extend(objects.take(tokens).tolist())`` in one pass of ``kernel`` (``id_list_extend_kernel``), as
+    ``id_list``; CartridgeError for a token outside ``objects`` (``ids`` then holds the tokens before it)."""
+    if type(ids) is not list:
+        raise TypeError(f"extend_ids appends to a list, not {type(ids).__name__}")
+    objects, addresses = objects_and_addresses
+    appended = kernel(id(ids), np.ascontiguousarray(tokens, dtype=np.uint32), addresses)
+    if appended == NO_MEMORY:
+        raise MemoryError(f"no memory for {len(tokens)} more token ids")
+    if appended != len(tokens):
+        raise CartridgeError("the tables are corrupt: a token id outside the vocabulary came out")
 
 
 def id_lists(kernel, tokens: np.ndarray, bounds: Sequence[int] | np.ndarray,
