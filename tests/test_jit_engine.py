@@ -125,6 +125,41 @@ def test_id_lists_share_the_id_objects_and_count_references(kernels):
 
 
 @pytest.mark.parametrize("kernels", ["aot", "numba"])
+def test_a_batchs_id_lists_share_the_id_objects_and_count_references(kernels):
+    """``id_lists`` gives each text's list in one pass, references counted once; an id outside the vocabulary in a
+    later text frees everything made before it; bounds that do not cut the tokens are refused."""
+    import sys
+
+    from crayon.errors import CartridgeError
+    from crayon.jit.engine import JitEngine
+    from crayon.jit.id_lists import id_lists, id_objects, object_addresses
+
+    tok = crayon.load("cl100k_base", backend="jit")
+    kernel = JitEngine(tok, tables=tok.tables, kernels=kernels).kernels.id_lists_kernel
+    objects = id_objects(1000)
+    pair = object_addresses(objects)
+    tokens = np.array([999, 400, 505, 505, 300, 999] * 50, np.uint32)
+    bounds = [0, 0, 7, 7, 150, 299, 300]
+    before = [sys.getrefcount(objects[i]) for i in (400, 505, 300, 999)]
+    lists = id_lists(kernel, tokens, bounds, pair)
+    assert lists == [tokens[a:b].tolist() for a, b in zip(bounds[:-1], bounds[1:])]
+    assert all(item is objects[t] for got, a in zip(lists, bounds) for item, t in zip(got, tokens[a:]))
+    assert sys.getrefcount(lists) == 2 and all(sys.getrefcount(got) == 3 for got in lists)  # + ``got``
+    grown = [sys.getrefcount(objects[i]) for i in (400, 505, 300, 999)]
+    assert [g - b for g, b in zip(grown, before)] == [50, 100, 50, 100]
+    del lists
+    assert [sys.getrefcount(objects[i]) for i in (400, 505, 300, 999)] == before
+    assert id_lists(kernel, np.zeros(0, np.uint32), [0], pair) == []
+    assert id_lists(kernel, np.zeros(0, np.uint32), [0, 0], pair) == [[]]
+    with pytest.raises(CartridgeError, match="outside the vocabulary"):
+        id_lists(kernel, np.append(tokens, 1000).astype(np.uint32), [0, 150, 301], pair)
+    assert [sys.getrefcount(objects[i]) for i in (400, 505, 300, 999)] == before
+    for bad in ([], [1, 300], [0, 299], [0, 200, 100, 300]):
+        with pytest.raises(ValueError, match="bounds"):
+            id_lists(kernel, tokens, bad, pair)
+
+
+@pytest.mark.parametrize("kernels", ["aot", "numba"])
 def test_extend_ids_appends_the_id_objects_and_counts_references(kernels):
     """``extend_ids`` appends what ``id_list`` would make to an existing list, each reference counted once, and
     refuses an id outside the vocabulary (what came before it stays) and a list that is not a list."""

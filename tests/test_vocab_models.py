@@ -20,7 +20,7 @@ from crayon.formats.sentencepiece import SentencePieceFile, normalize, read_sent
 from crayon.jit.char_bpe import CharBytePairTables
 from crayon.jit.char_bpe import encode_spans as char_bpe_encode_spans
 from crayon.errors import CartridgeError
-from crayon.jit.id_lists import id_list_kernel, id_lists, shared_ids
+from crayon.jit.id_lists import id_lists, id_lists_kernel, shared_ids
 from crayon.jit.unigram import encode_spans
 from crayon.jit.whitespace_normalizer import normalize_utf8
 from crayon.jit.wordpiece import encode_words
@@ -333,10 +333,10 @@ def test_id_lists_splits_ids_and_leaves_the_collector_as_it_was(enabled):
     was_enabled = gc.isenabled()
     (gc.enable if enabled else gc.disable)()
     try:
-        lists = id_lists(id_list_kernel, np.array([3, 1, 4, 1, 5], np.uint32), np.array([0, 2, 2, 5]), shared_ids(6))
+        lists = id_lists(id_lists_kernel, np.array([3, 1, 4, 1, 5], np.uint32), np.array([0, 2, 2, 5]), shared_ids(6))
         assert gc.isenabled() == enabled
     finally:
         (gc.enable if was_enabled else gc.disable)()
     assert lists == [[3, 1], [], [4, 1, 5]]
     with pytest.raises(CartridgeError, match="outside the vocabulary"):
-        id_lists(id_list_kernel, np.array([6], np.uint32), np.array([0, 1]), shared_ids(6))
+        id_lists(id_lists_kernel, np.array([6], np.uint32), np.array([0, 1]), shared_ids(6))

@@ -378,7 +378,7 @@ class JitEngine:
         threads = _threads(num_threads, len(texts))
         if self.pattern_id is None or (self.tables["byte_tokens"] < 0).any():
             tokens, offsets = self.encode_ordinary_flat(texts if prepare is None else prepare(texts), threads)
-            return id_lists(self.kernels.id_list_kernel, tokens, offsets, self._shared_ids())
+            return id_lists(self.kernels.id_lists_kernel, tokens, offsets, self._shared_ids())
         work = self._token_lists if prepare is None else (lambda piece: self._token_lists(prepare(piece)))
         try:
             pieces = self._in_pieces(texts, threads, work)
@@ -404,7 +404,7 @@ class JitEngine:
         tokens, counts = self._encode_texts(texts)
         bounds = np.zeros(len(counts) + 1, np.int64)
         np.cumsum(counts, out=bounds[1:])
-        return id_lists(self.kernels.id_list_kernel, tokens, bounds, self._shared_ids())
+        return id_lists(self.kernels.id_lists_kernel, tokens, bounds, self._shared_ids())
 
     def _in_pieces(self, texts: Sequence[str], threads: int, work) -> Iterator:
         """``work(piece)`` for runs of the texts, in order: all of them at once on one thread; else

@@ -5,8 +5,10 @@
 reference, freeing the taken array drops one) through a temporary object array; ``id_list_kernel`` makes the list
 and adds each reference once. It calls CPython's C API (``PyList_New``, ``Py_IncRef``, ``PyList_SetItem``) with
 the GIL, which it takes itself (``PyGILState_Ensure``): the compiled kernels are called with the GIL released.
-``id_list`` is the Python side: the list's address comes back as an integer and becomes the list object here;
-``id_lists`` cuts one such list into a batch's lists. ``id_list_extend_kernel`` (``extend_ids``) appends to a
+``id_list`` is the Python side: the list's address comes back as an integer and becomes the list object here.
+``id_lists_kernel`` (``id_lists``) makes a batch's list of lists the same way, each reference added once (cutting one
+long list into slices added each a second time, at random places in memory: it took longer than the kernel on
+242,877 short lines). ``id_list_extend_kernel`` (``extend_ids``) appends to a
 list instead: a long text's parts, encoded on worker threads, are added to one list on the calling thread as
 they come, in one pass, the workers never waiting for the GIL to make lists.
 """
@@ -24,8 +26,8 @@ import numpy as np
 from crayon.errors import CartridgeError
 from crayon.jit.lazy import intrinsic, njit
 
-__all__ = ["extend_ids", "id_list", "id_list_extend_kernel", "id_lists", "id_list_kernel", "id_objects",
-           "object_addresses", "shared_ids"]
+__all__ = ["extend_ids", "id_list", "id_list_extend_kernel", "id_list_kernel", "id_lists", "id_lists_kernel",
+           "id_objects", "object_addresses", "shared_ids"]
 
 NO_MEMORY, BAD_ID = -1, 0  # id_list_kernel's failures (a list's address is neither)
 
@@ -96,6 +98,21 @@ def _set_shared_item(typingctx, list_address, index, item_address):
 
 
 @intrinsic
+def _set_new_item(typingctx, list_address, index, item_address):
+    """list[index] = the object at ``item_address``, whose new reference the list takes (the slot was empty)."""
+    from llvmlite import ir
+    from numba.core import types
+
+    def codegen(context, builder, signature, args):
+        pointer = ir.IntType(8).as_pointer()
+        set_item = _c_function(builder, "PyList_SetItem", ir.IntType(32), [pointer, ir.IntType(64), pointer])
+        builder.call(set_item, [builder.inttoptr(args[0], pointer), args[1], builder.inttoptr(args[2], pointer)])
+        return context.get_dummy_value()
+
+    return types.void(types.int64, types.int64, types.int64), codegen
+
+
+@intrinsic
 def _append_shared_item(typingctx, list_address, item_address):
     """list.append(the object at ``item_address``) (a new reference); False with the error cleared where it fails
     (no memory)."""
@@ -150,6 +167,34 @@ def id_list_kernel(tokens, addresses):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
+def id_lists_kernel(tokens, bounds, addresses):
+    """The address of a new list whose item d is a new list of the objects at addresses[tokens[i]] for i from
+    bounds[d] to bounds[d + 1]; NO_MEMORY or BAD_ID as ``id_list_kernel`` (everything made is then freed)."""
+    state = _gil_ensure()
+    made = _new_list(bounds.shape[0] - 1)
+    if made == 0:
+        _gil_release(state)
+        return NO_MEMORY
+    for d in range(bounds.shape[0] - 1):
+        start = bounds[d]
+        inner = _new_list(bounds[d + 1] - start)
+        if inner == 0:
+            _drop(made)
+            _gil_release(state)
+            return NO_MEMORY
+        _set_new_item(made, d, inner)
+        for i in range(start, bounds[d + 1]):
+            token = tokens[i]
+            if token >= addresses.shape[0]:
+                _drop(made)
+                _gil_release(state)
+                return BAD_ID
+            _set_shared_item(inner, i - start, addresses[token])
+    _gil_release(state)
+    return made
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def id_list_extend_kernel(list_address, tokens, addresses):
     """Append the objects at addresses[tokens[i]] to the list at ``list_address``; how many were appended: all,
     or fewer where a token has no address (the rest not appended) or memory ran out (NO_MEMORY)."""
@@ -185,9 +230,13 @@ def id_list(kernel, tokens: np.ndarray, objects_and_addresses: tuple[np.ndarray,
     dispatcher or compiled ahead of time), with ``(objects, addresses)`` from ``object_addresses``; CartridgeError
     for a token outside ``objects``."""
     objects, addresses = objects_and_addresses
-    made = kernel(np.ascontiguousarray(tokens, dtype=np.uint32), addresses)
+    return _made_list(kernel(np.ascontiguousarray(tokens, dtype=np.uint32), addresses), len(tokens))
+
+
+def _made_list(made: int, n_tokens: int) -> list:
+    """The list a kernel made, at address ``made``, or the error its failure means."""
     if made == NO_MEMORY:
-        raise MemoryError(f"no memory for a list of {len(tokens)} token ids")
+        raise MemoryError(f"no memory for lists of {n_tokens} token ids")
     if made == BAD_ID:
         raise CartridgeError("the tables are corrupt: a token id outside the vocabulary came out")
     ids = ctypes.cast(made, ctypes.py_object).value  # a second reference to the list
@@ -210,14 +259,16 @@ def extend_ids(kernel, ids: list, tokens: np.ndarray, objects_and_addresses: tup
 
 def id_lists(kernel, tokens: np.ndarray, bounds: Sequence[int] | np.ndarray,
              objects_and_addresses: tuple[np.ndarray, np.ndarray]) -> list[list[int]]:
-    """The lists ``tokens[bounds[i]:bounds[i + 1]].tolist()`` of shared ints (``id_list`` of all, then cut). The
-    cyclic garbage collector is paused while they are cut: lists of ints form no cycles, and the collections that
-    thousands of new lists trigger, older generations included, cost about a fifth of a batch of 13,000 short
-    lines (in a loop of such calls, the one collection that follows included)."""
-    bounds = bounds.tolist() if isinstance(bounds, np.ndarray) else list(bounds)
-    flat = id_list(kernel, tokens, objects_and_addresses)
+    """The lists ``objects.take(tokens[bounds[i]:bounds[i + 1]]).tolist()`` in one pass of ``kernel``
+    (``id_lists_kernel``), as ``id_list``. The cyclic garbage collector is paused meanwhile: lists of ints form no
+    cycles, and the collections that thousands of new lists trigger, older generations included, cost about a
+    fifth of a batch of 13,000 short lines (in a loop of such calls, the one collection that follows included)."""
+    objects, addresses = objects_and_addresses
+    bounds = np.ascontiguousarray(bounds, dtype=np.int64)
+    if len(bounds) == 0 or bounds[0] != 0 or bounds[-1] != len(tokens) or (np.diff(bounds) < 0).any():
+        raise ValueError("bounds must rise from 0 to the number of tokens")
     with _collector_paused():
-        return [flat[start:end] for start, end in zip(bounds[:-1], bounds[1:])]
+        return _made_list(kernel(np.ascontiguousarray(tokens, dtype=np.uint32), bounds, addresses), len(tokens))
 
 
 _id_objects = np.empty(0, dtype=object)

@@ -16,7 +16,7 @@ O(n) on a long span. The engine uses the heap encoder, with a note in ``backtrac
 where backtracking is not exact.
 
 ``encode_docs_kernel``, ``encode_spans_kernel``, ``utf8_error_kernel`` (``crayon.jit.pretokenize``) and
-``id_list_kernel`` / ``id_list_extend_kernel`` (``crayon.jit.id_lists``: the tokens as a Python list) are the entry kernels: ``crayon.jit.engine`` calls them, as numba dispatchers or compiled ahead of time from this module
+``id_list_kernel``, ``id_lists_kernel``, ``id_list_extend_kernel`` (``crayon.jit.id_lists``: the tokens as a Python list) are the entry kernels: ``crayon.jit.engine`` calls them, as numba dispatchers or compiled ahead of time from this module
 by ``crayon.jit.aot``. The GPU engine runs ``encode_span_into`` per thread.
 """
 
@@ -26,14 +26,14 @@ from crayon.jit.backtrack import backtrack_span
 from crayon.jit.bpe import heap_merge, merge_loop, vocab_lookup, write_byte_tokens
 from crayon.jit.cache import (cache_lookup, cache_store, is_ascii, long_cache_keeps, long_cache_lookup, long_cache_store,
                               long_piece_row, piece_key, piece_row, prefetch_piece, short_token_lookup)
-from crayon.jit.id_lists import id_list_extend_kernel, id_list_kernel
+from crayon.jit.id_lists import id_list_extend_kernel, id_list_kernel, id_lists_kernel
 from crayon.jit.lazy import njit
 from crayon.jit.pretokenize import fill_span_ends_fast, utf8_error_kernel
 from crayon.jit.status import NEED_SCRATCH, NO_PROGRESS, UNKNOWN_BYTE
 from crayon.reference.cache import LONG_PIECE_BYTES, LONGER_PIECE_BYTES, MAX_PIECE_BYTES, MAX_PIECE_TOKENS
 
 __all__ = ["ENCODERS", "encode_span_into", "encode_docs_kernel", "encode_spans_kernel", "utf8_error_kernel",
-           "id_list_kernel", "id_list_extend_kernel"]
+           "id_list_kernel", "id_lists_kernel", "id_list_extend_kernel"]
 
 MERGE_LOOP, HEAP, BACKTRACK = 0, 1, 2
 ENCODERS = {"merge_loop": MERGE_LOOP, "heap": HEAP, "backtrack": BACKTRACK}

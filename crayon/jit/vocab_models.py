@@ -14,7 +14,7 @@ import numpy as np
 from crayon.jit.char_bpe import CharBytePairTables
 from crayon.jit.char_bpe import encode_spans as char_bpe_encode_spans
 from crayon.jit.cores import available_cores
-from crayon.jit.id_lists import id_list, id_list_kernel, id_lists, shared_ids
+from crayon.jit.id_lists import id_list, id_list_kernel, id_lists, id_lists_kernel, shared_ids
 from crayon.jit.regex_vm import compiled_splits_of, kept_text
 from crayon.jit.unigram import encode_spans as unigram_encode_spans
 from crayon.jit.whitespace_normalizer import normalize_utf8
@@ -111,5 +111,5 @@ class VocabModelEngine:
             flats = list(pool.map(self.encode_ordinary_flat, chunks))
         batches = []
         for ids, offsets in flats:
-            batches += id_lists(id_list_kernel, ids, offsets, self._shared_ids)
+            batches += id_lists(id_lists_kernel, ids, offsets, self._shared_ids)
         return batches
