@@ -2,6 +2,7 @@
 thread pool; the tokens must equal the whole text's, for BPE and longest match, with and without special tokens."""
 
 import functools
+import threading
 
 import pytest
 from conftest import corpus_text, tiktoken_encoding
@@ -50,20 +51,24 @@ def test_texts_are_cut_only_where_a_rule_is_proven():
     long_texts = words.engine.long_texts
     long_texts.min_bytes, long_texts.part_bytes, long_texts.threads = 1, 1, 2
     text = "a b\nc " * 50
-    assert long_texts.threads_for(len(text)) == 1
+    assert long_texts.encode_text(text, lambda part: pytest.fail("must not be cut"), list) is None
     assert "no proven rule" in long_texts.refusal
     assert words.encode(text) == crayon.load("cl100k_base", pattern=r"\S+|\s+").encode(text)
 
 
-def test_short_texts_and_one_thread_are_not_cut():
-    long_texts = crayon.load("cl100k_base").engine.long_texts
+def test_short_texts_are_not_cut_and_one_thread_encodes_the_parts_in_turn():
+    tok = crayon.load("cl100k_base")
+    long_texts = tok.engine.long_texts
     assert long_texts.min_bytes == 1 << 20  # the default
-    assert long_texts.threads_for((1 << 20) - 1) == 1
     long_texts.threads = 2
-    assert long_texts.threads_for(1 << 20) == 2
-    assert long_texts.encode_text("hello world " * 10, lambda part: pytest.fail("must not be cut"), list, 2) is None
-    long_texts.min_bytes, long_texts.threads = 1, 1
-    assert long_texts.threads_for(100) == 1
+    assert long_texts.encode_text("hello world " * 10, lambda part: pytest.fail("must not be cut"), list) is None
+    long_texts.min_bytes, long_texts.part_bytes, long_texts.threads = 1, 1, 1
+    text = corpus_text("big.txt", limit=3000)
+    threads = []
+    parts = long_texts.encode_text(text, lambda part: threads.append(threading.get_ident()) or bytes(part), list)
+    assert len(parts) > 50 and b"".join(parts) == text.encode("utf-8")
+    assert set(threads) == {threading.get_ident()}  # one after the other, on the calling thread
+    assert tok.encode_ordinary(text) == tiktoken_encoding("cl100k_base").encode_ordinary(text)
 
 
 def test_the_threshold_comes_from_the_environment(monkeypatch):

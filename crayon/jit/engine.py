@@ -29,7 +29,7 @@ from crayon.jit import kernels as jit_kernels
 from crayon.jit.backtrack import backtracking_violation, check_backtrack_tables, new_validity_memo
 from crayon.jit.cache import new_long_piece_cache, new_piece_cache
 from crayon.jit.cores import available_cores, worker_map
-from crayon.jit.id_lists import extend_ids, id_list, id_lists, shared_ids
+from crayon.jit.id_lists import id_list, id_lists, joined_ids, shared_ids
 from crayon.jit.kernels import ENCODERS, SPAN_BATCH
 from crayon.jit.long_text import LongTexts, joined_arrays
 from crayon.jit.pretokenize import PATTERN_IDS, jit_pattern_of, unicode_tables
@@ -243,8 +243,7 @@ class JitEngine:
         """Tokens of ordinary text as a uint32 array; ``prepare`` as in ``encode_ordinary``."""
         if self.pattern_id is not None:
             try:
-                tokens = self.long_texts.encode_text(text, self._encode_text, joined_arrays,
-                                                     self.long_texts.threads_for(len(text)), prepare)
+                tokens = self.long_texts.encode_text(text, self._encode_text, joined_arrays, prepare)
             except UnknownTokenError:
                 tokens = None  # the whole text answers, below
             if tokens is not None:
@@ -283,11 +282,9 @@ class JitEngine:
             tokens = self._encode_short((text if prepare is None else prepare(text)).encode("utf-8"))
             if tokens is not None:
                 return tokens
-        threads = 1 if self.pattern_id is None else self.long_texts.threads_for(len(text))
-        if threads > 1:
+        if self.pattern_id is not None:
             try:
-                tokens = self.long_texts.encode_text(text, self._encode_text, self._appended_lists, threads,
-                                                     prepare)
+                tokens = self.long_texts.encode_text(text, self._encode_text, self._joined_ids, prepare)
             except UnknownTokenError:
                 tokens = None  # encode_ordinary_array answers
             if tokens is not None:
@@ -320,13 +317,8 @@ class JitEngine:
             return ids
         return id_list(self.kernels.id_list_kernel, tokens, self._shared_ids())
 
-    def _appended_lists(self, parts: Iterator[np.ndarray]) -> list[int]:
-        """One list of the parts' tokens, each part appended on this thread as it comes (``extend_ids``), while
-        the workers encode the next ones."""
-        ids: list[int] = []
-        for tokens in parts:
-            extend_ids(self.kernels.id_list_extend_kernel, ids, tokens, self._shared_ids())
-        return ids
+    def _joined_ids(self, parts: Iterator[np.ndarray]) -> list[int]:
+        return joined_ids(self.kernels.id_list_extend_kernel, parts, self._shared_ids())
 
     def _shared_ids(self) -> tuple[np.ndarray, np.ndarray]:
         if self._ids is None:

@@ -19,14 +19,14 @@ import contextlib
 import ctypes
 import gc
 import threading
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
 from crayon.errors import CartridgeError
 from crayon.jit.lazy import intrinsic, njit
 
-__all__ = ["extend_ids", "id_list", "id_list_extend_kernel", "id_list_kernel", "id_lists", "id_lists_kernel",
+__all__ = ["extend_ids", "joined_ids", "id_list", "id_list_extend_kernel", "id_list_kernel", "id_lists", "id_lists_kernel",
            "id_objects", "object_addresses", "shared_ids"]
 
 NO_MEMORY, BAD_ID = -1, 0  # id_list_kernel's failures (a list's address is neither)
@@ -255,6 +255,14 @@ def extend_ids(kernel, ids: list, tokens: np.ndarray, objects_and_addresses: tup
         raise MemoryError(f"no memory for {len(tokens)} more token ids")
     if appended != len(tokens):
         raise CartridgeError("the tables are corrupt: a token id outside the vocabulary came out")
+
+
+def joined_ids(kernel, parts: Iterable[np.ndarray], objects_and_addresses: tuple[np.ndarray, np.ndarray]) -> list[int]:
+    """One list of the ids of the parts (uint32 token arrays), each part appended (``extend_ids``) as it comes."""
+    ids: list[int] = []
+    for tokens in parts:
+        extend_ids(kernel, ids, tokens, objects_and_addresses)
+    return ids
 
 
 def id_lists(kernel, tokens: np.ndarray, bounds: Sequence[int] | np.ndarray,

@@ -4,10 +4,11 @@
 
 The engines (``crayon.jit.engine.JitEngine``, ``crayon.jit.longest.LongestMatchEngine``) cut every ordinary text
 of at least ``LongTexts.min_bytes`` characters (default ``LONG_TEXT_BYTES``, 1 MB, or the environment variable
-``CRAYON_LONG_TEXT_BYTES``) with ``LongTexts.encode_text``, which leaves the calling thread almost nothing to do:
-it finds the cuts in a few kilobytes around each of the evenly spaced places where it wants one, and each worker
-takes its part of the str, makes its UTF-8 (the caller's ``prepare`` first, when given), encodes it and builds its list of ids (the
-work that holds the GIL overlaps with the other threads' kernels); the caller joins the lists as they come.
+``CRAYON_LONG_TEXT_BYTES``) with ``LongTexts.encode_text``: the calling thread finds the cuts in a few kilobytes
+around each of the evenly spaced places where it wants one, each worker takes its part of the str, makes its
+UTF-8 (the caller's ``prepare`` first, when given) and encodes it, and the caller appends each part's ids to one
+list as they come. With one core the parts are encoded one after the other: a tenth of the text's UTF-8 and
+tokens is alive at a time, not all of it, and measured here that was faster too.
 The engines see ordinary text only (``Tokenizer`` cuts special and added tokens out first), so the rule is the
 pre-tokenizer's alone; a tokenizer it does not cover (no known pattern, a normalizer) keeps encoding on one
 thread, as does a text with no cut in it.
@@ -25,7 +26,7 @@ import numpy as np
 from crayon.jit.cores import available_cores, worker_map
 
 LONG_TEXT_BYTES = 1 << 20
-PARTS_PER_THREAD = 8  # parts per thread: the last part, whose list is joined after the others, is small
+PARTS_PER_THREAD = 8  # parts per thread: the last part, whose ids are appended after the others, is small
 MIN_PART_BYTES = 1 << 16
 SEARCH_CHARS = 1 << 12  # encode_text looks for a cut this far around each place it wants one; then wider
 WIDEST_SEARCH_CHARS = 1 << 20  # ... up to this far (a text without spaces or line starts is cut less)
@@ -109,23 +110,17 @@ class LongTexts:
             width *= 16
         return None
 
-    def threads_for(self, size: int) -> int:
-        """How many threads a text of ``size`` characters is cut for: 1 where it is not cut (shorter than
-        ``min_bytes``, one core, or no proven rule for this tokenizer)."""
-        if size < self.min_bytes:
-            return 1
-        threads = available_cores() if self.threads is None else self.threads
-        return threads if threads > 1 and self.cut_rule() is not None else 1
-
     def encode_text(self, text: str, encode_part: Callable[[np.ndarray], Any], join: Callable[[Iterator], Any],
-                    threads: int, prepare: Callable[[str], str] | None = None) -> Any:
+                    prepare: Callable[[str], str] | None = None) -> Any:
         """``join`` of the iterator of ``encode_part`` (a read-only uint8 array of UTF-8 -> its tokens) of each part
         of ``text``, in order, the parts' UTF-8 made (after ``prepare``, where given: a str -> the str to encode)
-        and encoded on ``threads`` threads at once (``join`` takes each part as soon as it and the ones before it
-        are done); None where the text is not cut (shorter than ``min_bytes`` characters or no cut in it): the
+        and encoded on ``threads`` threads at once, or one after the other on the calling thread where there is
+        one (``join`` takes each part as soon as it and the ones before it are done); None where the text is not
+        cut (shorter than ``min_bytes`` characters, no proven rule for this tokenizer, or no cut in it): the
         caller encodes it whole."""
-        if len(text) < self.min_bytes or threads < 2:
+        if len(text) < self.min_bytes or self.cut_rule() is None:
             return None
+        threads = max(1, available_cores() if self.threads is None else self.threads)
         cuts = self.cuts(text, threads)
         if not cuts:
             return None
@@ -147,15 +142,6 @@ def _byte_offsets(data: bytes) -> np.ndarray:
 def _char_offsets(data: bytes, byte_offsets: list[int]) -> list[int]:
     """The character offsets of byte offsets that start characters of UTF-8 ``data``."""
     return np.searchsorted(_byte_offsets(data), byte_offsets).tolist()
-
-
-def joined_lists(parts: Iterable[list[int]]) -> list[int]:
-    """The lists one after the other, in the first one."""
-    parts = iter(parts)
-    joined = next(parts)
-    for part in parts:
-        joined += part
-    return joined
 
 
 def joined_arrays(parts: Iterable[np.ndarray]) -> np.ndarray:

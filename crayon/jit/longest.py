@@ -28,7 +28,7 @@ same either way).
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -36,10 +36,10 @@ from crayon.jit.backtrack import interleave_dat, prefix_states
 from crayon.jit.cache import LITTLE_ENDIAN, load_word
 from crayon.jit.cores import available_cores
 from crayon.jit.dat import check_dat_arrays
-from crayon.jit.id_lists import id_list, id_list_kernel, shared_ids
+from crayon.jit.id_lists import id_list, id_list_extend_kernel, id_list_kernel, joined_ids, shared_ids
 from crayon.jit.kernels import SPAN_BATCH
 from crayon.jit.lazy import njit
-from crayon.jit.long_text import LongTexts, joined_arrays, joined_lists
+from crayon.jit.long_text import LongTexts, joined_arrays
 from crayon.jit.pretokenize import (CL100K, O200K, PATTERN_IDS, classify_characters, fill_span_ends, jit_pattern_of,
                                     trailing_zeros, unicode_tables)
 from crayon.jit.status import NO_PROGRESS, raise_for_status
@@ -76,8 +76,7 @@ class LongestMatchEngine:
     def encode_ordinary_array(self, text: str) -> np.ndarray:
         """Ids of ordinary text (no special tokens) as a uint32 array."""
         if self._pattern_name is not None:
-            tokens = self.long_texts.encode_text(text, self._encode_text, joined_arrays,
-                                                 self.long_texts.threads_for(len(text)))
+            tokens = self.long_texts.encode_text(text, self._encode_text, joined_arrays)
             return self._encode_text(np.frombuffer(text.encode("utf-8"), np.uint8)) if tokens is None else tokens
         if self._normalizer is not None:
             text = self._normalizer(text)
@@ -98,19 +97,22 @@ class LongestMatchEngine:
     def encode_ordinary(self, text: str) -> list[int]:
         if self._pattern_name is None:
             return self.as_list(self.encode_ordinary_array(text))
-        threads = self.long_texts.threads_for(len(text))  # asked once: it reads the cgroup's CPU quota
-        if threads > 1:
-            tokens = self.long_texts.encode_text(text, lambda part: self.as_list(self._encode_text(part)),
-                                                 joined_lists, threads)
-            if tokens is not None:
-                return tokens
+        tokens = self.long_texts.encode_text(text, self._encode_text, self._joined_ids)
+        if tokens is not None:
+            return tokens
         return self.as_list(self._encode_text(np.frombuffer(text.encode("utf-8"), np.uint8)))
+
+    def _joined_ids(self, parts: Iterator[np.ndarray]) -> list[int]:
+        return joined_ids(id_list_extend_kernel, parts, self._shared_ids())
+
+    def _shared_ids(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._ids is None:
+            self._ids = shared_ids(self._n_ids)
+        return self._ids
 
     def as_list(self, ids: np.ndarray) -> list[int]:
         """``ids.tolist()`` through ``id_list``; CartridgeError for an id no token has (a corrupt DAT)."""
-        if self._ids is None:
-            self._ids = shared_ids(self._n_ids)
-        return id_list(id_list_kernel, ids, self._ids)
+        return id_list(id_list_kernel, ids, self._shared_ids())
 
     def encode_ordinary_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
         """Ids of each text; ``num_threads`` threads (default: ``available_cores()``) share the texts."""
