@@ -60,10 +60,14 @@ def documents() -> list[str]:
 
 class KernelClock:
     """Times every ``*_kernel`` call of every jit engine (``JitEngine.kernels``) while installed: each call's CPU
-    time on its thread, its wall-clock span, and the main thread's CPU clock at its start and end."""
+    time on its thread, its wall-clock span, and the main thread's CPU clock at its start and end. The kernels
+    that make Python lists (``GIL_KERNELS``) take the GIL themselves: their time is GIL time, not kernel time."""
+
+    GIL_KERNELS = frozenset({"id_list_kernel", "id_lists_kernel", "id_list_extend_kernel"})
 
     def __init__(self):
-        self.calls: list[tuple[float, float, float, float, float]] = []  # cpu, start, end, main cpu at start/end
+        # cpu, start, end, main cpu at start/end, whether the kernel holds the GIL
+        self.calls: list[tuple[float, float, float, float, float, bool]] = []
         self._main_clock = time.pthread_getcpuclockid(threading.main_thread().ident)
 
     def main_cpu(self) -> float:
@@ -85,13 +89,15 @@ class KernelClock:
                 if not name.endswith("_kernel"):
                     return function
 
+                holds_gil = name in clock.GIL_KERNELS
+
                 def timed(*args):
                     cpu, start, main = time.thread_time(), time.perf_counter(), clock.main_cpu()
                     try:
                         return function(*args)
                     finally:
                         clock.calls.append((time.thread_time() - cpu, start, time.perf_counter(), main,
-                                            clock.main_cpu()))
+                                            clock.main_cpu(), holds_gil))
                 return timed
 
         JitEngine.kernels = property(lambda engine: Timed(original.fget(engine)))
@@ -108,7 +114,7 @@ class KernelClock:
         result = call()
         wall, cpu, main_end = time.perf_counter() - wall, time.process_time() - cpu, self.main_cpu()
         del result
-        kernel = sum(call[0] for call in self.calls)
+        kernel = sum(call[0] for call in self.calls if not call[5])
         first = min(self.calls, key=lambda call: call[1])
         last = max(self.calls, key=lambda call: call[2])
         serial = (first[3] - main) + (main_end - last[4])

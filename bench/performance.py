@@ -17,7 +17,8 @@ the row's own bench script where one exists:
   CPU time, one round, the first ``--bpe-chars`` characters of each file): crayon's MB/s over fastokens', quicktok's
   and tiktoken's, the worst and best file per vocabulary.
 * one long string: ``tok.encode_ordinary(text)`` of ``--long-mb`` MB (the corpora repeated) on 1 and 2 threads
-  (``tok.engine.long_texts.threads``), wall clock and process CPU time, beside fastokens on the same 2 CPUs; and
+  (``tok.engine.long_texts.threads``; with 1 the parts are encoded in turn), checked against the text encoded
+  whole, wall clock and process CPU time, beside fastokens on the same 2 CPUs; and
   the scaling two idle cores would give, from CPU times (``bench.batch_threads.KernelClock``: the calling
   thread's serial part on one core, the rest on both, never less than the GIL-held part).
 * training: the figures of the last ``python -m bench.train_scale`` run (bench/results/train_scale.json), not rerun.
@@ -170,8 +171,9 @@ def long_text_row(megabytes: int, rounds: int) -> dict:
         peers["fastokens, 2 CPUs"] = lambda: encode(fast, text)
     except ImportError:
         pass
-    tok.engine.long_texts.threads = 1
+    default_min_bytes, tok.engine.long_texts.min_bytes = tok.engine.long_texts.min_bytes, len(text) + 1  # not cut
     expected = tok.encode_ordinary(text)
+    tok.engine.long_texts.min_bytes = default_min_bytes
     calls = {f"crayon, {n} thread{'s' * (n > 1)}": n for n in (1, 2)}
     times = {label: [] for label in [*calls, *peers]}
     serial, gil = [], []  # the 2-thread call's serial and GIL-held CPU time (bench.batch_threads.KernelClock)
@@ -192,8 +194,9 @@ def long_text_row(megabytes: int, rounds: int) -> dict:
             same = call() == expected
             times[label].append((time.perf_counter() - start_wall, time.process_time() - start_cpu))
             assert same, f"{label} gives other tokens"
-    tok.engine.long_texts.threads = 2
-    assert tok.encode_ordinary(text) == expected, "the cut text's tokens differ from the whole text's"
+    for threads in (1, 2):
+        tok.engine.long_texts.threads = threads
+        assert tok.encode_ordinary(text) == expected, "the cut text's tokens differ from the whole text's"
     tok.engine.long_texts.threads = None
     for label, pairs in times.items():
         wall = statistics.median(wall for wall, _ in pairs)
