@@ -78,6 +78,9 @@ def test_the_engine_hands_the_compiled_kernels_the_declared_types():
         for text in _texts():  # the long run of "a" grows the scratch buffers (NEED_SCRATCH)
             assert engine.encode_ordinary(text) == dispatched.encode_ordinary(text)
         assert engine.encode_ordinary_batch(_texts(), num_threads=2) == dispatched.encode_ordinary_batch(_texts())
+        engine.long_texts.min_bytes, engine.long_texts.part_bytes = 1, 64  # cut: the parts' ids appended to a list
+        text = " ".join(_texts())
+        assert engine.encode_ordinary(text) == dispatched.encode_ordinary(text)
         for data in (b"ok \xe2\x82", "naïve 中文".encode()):
             text = np.frombuffer(data, np.uint8)
             assert engine.utf8_error(text) == dispatched.utf8_error(text) == (3 if data.startswith(b"ok") else -1)

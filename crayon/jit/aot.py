@@ -69,7 +69,7 @@ SIGNATURES = {
     # (tokens, addresses of the id objects): a list's address (crayon.jit.id_lists)
     "id_list_kernel": (_array("u4"), _array("u8", writable=False)),
     # (tokens, bounds, addresses of the id objects): the address of a list of lists (crayon.jit.id_lists)
-    "id_lists_kernel": (_array("u4"), _array("i8", writable=False), _array("u8", writable=False)),
+    "id_lists_kernel": (_array("u4"), _array("i8"), _array("u8", writable=False)),
     # (a list's address, tokens, addresses of the id objects): how many were appended (crayon.jit.id_lists)
     "id_list_extend_kernel": (INT, _array("u4"), _array("u8", writable=False)),
 }
