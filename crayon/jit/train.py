@@ -101,8 +101,11 @@ def _unicode_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return unicode_tables()
 
 _LEFT, _RIGHT, _HEAD, _LENGTH, _MARK = range(5)  # columns of the pair table (int32; counts apart, int64)
-_POSITION, _NEXT = range(2)  # columns of the occurrence lists
 _EMPTY = -1
+# The occurrence lists share one int32 array: a pair's list is a chain of blocks of positions (>= 0), each block
+# ending in _LIST_END or in a link to the next block's first entry k, written _LINK_BASE - k.
+_LIST_END = -1
+_LINK_BASE = -2
 
 
 def train_bpe_jit(
@@ -578,20 +581,37 @@ def _resized(array, n_rows, size):
 
 @njit(cache=True)
 def _relisted(pairs, n_pairs, occurrences, table, token, word_start):
-    """Rebuild every pair's occurrence list from the tokens (dropping the occurrences whose position has
-    changed pair); return the number of occurrences."""
+    """Rebuild every pair's occurrence list from the tokens as one block of positions (dropping the occurrences
+    whose position has changed pair), the blocks end to end in pair order; return the entries used.
+
+    Two passes over the positions, the first counting each pair's occurrences, the second filling each block
+    from its end (so no cursor per pair is needed). ``occurrences`` needs room for the live positions and an
+    end mark per listed pair. The step marks are cleared (a relisting comes before a step's sites)."""
     for pair in range(n_pairs):
-        pairs[pair, _HEAD] = _EMPTY
         pairs[pair, _LENGTH] = 0
-    n_occurrences = np.int64(0)
+        pairs[pair, _MARK] = _EMPTY
     for i in range(token.shape[0]):
-        if token[i] == _EMPTY:
+        if token[i] != _EMPTY:
+            j = _following(token, word_start, i)
+            if j != -1:
+                pairs[table[_pair_slot(table, pairs, token[i], token[j])], _LENGTH] += 1
+    n_entries = np.int64(0)
+    for pair in range(n_pairs):
+        if pairs[pair, _LENGTH] == 0:
+            pairs[pair, _HEAD] = _EMPTY
             continue
-        j = _following(token, word_start, i)
-        if j != -1:
-            pair = table[_pair_slot(table, pairs, token[i], token[j])]
-            n_occurrences = _add_occurrence(pairs, occurrences, n_occurrences, pair, i)
-    return n_occurrences
+        n_entries += pairs[pair, _LENGTH]
+        occurrences[n_entries] = _LIST_END
+        pairs[pair, _HEAD] = n_entries  # filled downwards to the block's start below
+        n_entries += 1
+    for i in range(token.shape[0]):
+        if token[i] != _EMPTY:
+            j = _following(token, word_start, i)
+            if j != -1:
+                pair = table[_pair_slot(table, pairs, token[i], token[j])]
+                pairs[pair, _HEAD] -= 1
+                occurrences[pairs[pair, _HEAD]] = i
+    return n_entries
 
 
 @njit(cache=True)
@@ -648,12 +668,32 @@ def _pair_id(table, pairs, counts, n_pairs, left, right):
 
 
 @njit(cache=True)
-def _add_occurrence(pairs, occurrences, n_occurrences, pair, position):
-    occurrences[n_occurrences, _POSITION] = position
-    occurrences[n_occurrences, _NEXT] = pairs[pair, _HEAD]
-    pairs[pair, _HEAD] = n_occurrences
+def _add_occurrence(pairs, occurrences, n_entries, pair, position):
+    """List ``position`` for ``pair``: a block of two entries (the position, a link to the pair's list so far)
+    put at the list's head; return the entries used."""
+    occurrences[n_entries] = position
+    head = pairs[pair, _HEAD]
+    occurrences[n_entries + 1] = _LIST_END if head == _EMPTY else _LINK_BASE - head
+    pairs[pair, _HEAD] = n_entries
     pairs[pair, _LENGTH] += 1
-    return n_occurrences + 1
+    return n_entries + 2
+
+
+@njit(cache=True)
+def _listed_positions(pairs, occurrences, pair, positions):
+    """Copy the positions listed for ``pair`` (``pairs[pair, _LENGTH]`` of them) into ``positions``."""
+    entry = pairs[pair, _HEAD]
+    k = 0
+    while entry != _EMPTY:
+        value = occurrences[entry]
+        if value >= 0:
+            positions[k] = value
+            k += 1
+            entry += 1
+        elif value == _LIST_END:
+            entry = _EMPTY
+        else:
+            entry = _LINK_BASE - value
 
 
 @njit(cache=True)
@@ -867,8 +907,9 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
         start += word_lengths[word]
 
     # The inverted index: a pair table (count, left, right, occurrence list head and length, step mark)
-    # found through an open-addressing hash table, and singly linked occurrence lists (positions of the
-    # pair's left token) in one array. An occurrence whose position has since changed pair stays listed
+    # found through an open-addressing hash table, and occurrence lists (positions of the pair's left token) in
+    # one int32 array: each pair's block from the last rebuild, then the occurrences added since, each linked to
+    # the list before it (see _add_occurrence), 4 to 5 bytes per position. An occurrence whose position has since changed pair stays listed
     # (skipped when its pair merges) until the array is full; then the lists are rebuilt from the tokens. The
     # pair at a position is not stored (it would take an int32 per position): it is looked up from its tokens.
     # Room for as many pairs as usual (a tenth to a fifth of the positions), so that they seldom grow: memory that
@@ -876,9 +917,7 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
     pairs = np.empty((1024 + n_positions // 2, 5), np.int32)
     counts = np.empty(1024 + n_positions // 2, np.int64)
     table = np.full(2048, _EMPTY, np.int32)
-    occurrences = np.empty((n_positions + n_positions // 4 + 16, 2), np.int32)
     n_pairs = np.int64(0)
-    n_occurrences = np.int64(0)
     for word in range(word_lengths.shape[0]):
         for i in range(first_positions[word], first_positions[word] + word_lengths[word]):
             j = _following(token, word_start, i)
@@ -889,7 +928,10 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
             table = _rehashed(table, pairs, n_pairs, n_pairs + 1)
             pair, n_pairs = _pair_id(table, pairs, counts, n_pairs, token[i], token[j])
             counts[pair] += word_weights[word]
-            n_occurrences = _add_occurrence(pairs, occurrences, n_occurrences, pair, i)
+    # Room for every position and an end mark per pair, listed in blocks, and for a quarter as many new
+    # occurrences (two entries each) before the lists are rebuilt.
+    occurrences = np.empty(n_positions + n_pairs + n_positions // 2 + 16, np.int32)
+    n_occurrences = _relisted(pairs, n_pairs, occurrences, table, token, word_start)
     heap = np.empty((max(n_pairs + n_positions // 2, 16), 2), np.int64)
     heap_size = np.int64(0)  # not a literal 0: one compiled version of the heap functions
     for pair in range(n_pairs):
@@ -919,17 +961,14 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
         merges[n_merges, 1] = right
         n_merges += 1
 
-        if n_occurrences + 2 * pairs[pair, _LENGTH] > occurrences.shape[0]:
+        if n_occurrences + 4 * pairs[pair, _LENGTH] > occurrences.shape[0]:  # each site lists two, two entries each
             n_occurrences = _relisted(pairs, n_pairs, occurrences, table, token, word_start)
-            needed = n_occurrences + 2 * pairs[pair, _LENGTH]
+            needed = n_occurrences + 4 * pairs[pair, _LENGTH]
             if 4 * needed > 3 * occurrences.shape[0]:  # keep a quarter free, so that rebuilding stays rare
                 occurrences = _resized(occurrences, n_occurrences, needed + needed // 2)
         n_sites = pairs[pair, _LENGTH]
         positions = _grown(positions, n_sites)
-        entry = pairs[pair, _HEAD]
-        for k in range(n_sites):
-            positions[k] = occurrences[entry, _POSITION]
-            entry = occurrences[entry, _NEXT]
+        _listed_positions(pairs, occurrences, pair, positions)
         pairs[pair, _HEAD] = _EMPTY
         pairs[pair, _LENGTH] = 0
         sites = np.sort(positions[:n_sites])
