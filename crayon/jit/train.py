@@ -200,6 +200,7 @@ def count_words_jit(
     The named patterns split chunks with ``crayon.jit.pretokenize`` and count words into a ``WordBag``, in
     ``workers`` threads (the kernels run without the GIL). A custom regex runs in this thread with ``regex``.
     """
+    _pin_mmap_threshold()
     bar = _progress_bar(progress, "counting words", unit="char", unit_scale=True)
 
     def counted(chunks: Iterable[str]) -> Iterator[str]:
@@ -226,6 +227,27 @@ def count_words_jit(
     if bar is not None:
         bar.close()
     return arrays
+
+
+MMAP_THRESHOLD = TRIM_THRESHOLD = 128 * 1024  # glibc's defaults
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt's parameter numbers (malloc.h)
+
+
+def _pin_mmap_threshold() -> None:
+    """Set glibc's mmap and trim thresholds to their defaults (``MMAP_THRESHOLD``, ``TRIM_THRESHOLD``) and keep
+    them there for this process; elsewhere nothing.
+
+    glibc raises the mmap threshold each time a mapped block is freed (up to 32 MB; the trim threshold to twice
+    that), after which blocks below it come from its arenas and stay resident once freed, scattered. Training grows and frees arrays of many MB (on
+    linux-source-6.1 that left 20-60 MB resident and unused), so it pins the threshold: every array above it
+    is mapped and returned to the system when freed. This lasts for the rest of the process (glibc has no call
+    to restore the moving threshold); the cost is a system call per large allocation."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+    mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
 
 
 def _release_free_memory() -> None:
