@@ -14,7 +14,7 @@ there is neither such a proof nor a jit pre-tokenizer, is run by ``regex`` over 
 
 Memory grows with the distinct words, never with the corpus itself, since exact training keeps every distinct
 word (as the reference and HF tokenizers do; none is pruned). Counting holds a bag per thread: per distinct word
-a row (start, length, count, hash: 32 bytes, grown by half) and two to four hash slots (8 bytes each), plus its
+a row (start, length, count, hash: 32 bytes, grown by half) and two to four hash slots (4 bytes each), plus its
 bytes. The merges hold, per byte of the distinct words, its token (int32), a word-start flag (uint8) and about
 1.25 occurrence entries (two int32): about 15 bytes; and per pair ever counted, about 55 bytes (its row, count,
 hash slots and heap entry). On linux-source-6.1: 304k distinct words of 3.4 MB in the first 100 MB, 468k of
@@ -129,8 +129,9 @@ def train_bpe_jit(
         texts_or_files, pattern, specials, workers=workers or available_cores(), progress=progress
     )
     tokens = word_bytes.astype(np.int32)
-    del word_bytes  # not needed by the merges: freed before they start
-    merges = _run_merges((tokens, word_lengths, word_counts), vocab_size - len(specials), progress)
+    starts = _word_starts(word_lengths)
+    del word_bytes, word_lengths  # not needed by the merges: freed before they start
+    merges = _run_merges((tokens, starts, word_counts), vocab_size - len(specials), progress)
     vocab = Vocabulary()
     for left, right in merges:
         vocab.merge(left, right)
@@ -170,7 +171,7 @@ def extend_bpe_jit(
     token_lengths = np.diff(np.searchsorted(token_ends, ends) + 1, prepend=0)
     several = token_lengths > 1  # a word of one token has no pair to merge
     merges = _run_merges(
-        (tokens[np.repeat(several, token_lengths)], token_lengths[several], word_counts[several]),
+        (tokens[np.repeat(several, token_lengths)], _word_starts(token_lengths[several]), word_counts[several]),
         first_id + n_new_tokens,
         progress,
         (vocab_bytes, offsets),
@@ -437,7 +438,7 @@ class WordBag:
         self.kernels = kernels or training_kernels()
         self.word_bytes = np.empty(1 << 16, np.uint8)
         self.words = np.empty((1 << 12, 4), np.int64)
-        self.table = np.full(1 << 13, _EMPTY, np.int64)
+        self.table = np.full(1 << 13, _EMPTY, np.int32)
         self.sizes = np.zeros(2, np.int64)
 
     def add_text(self, data: np.ndarray, pattern_id: int, char_tables: tuple) -> None:
@@ -467,13 +468,15 @@ class WordBag:
 def _bag_reserve(word_bytes, words, table, sizes, more_words, more_bytes):
     """The bag's arrays, grown so that ``more_words`` new words of ``more_bytes`` bytes in all fit."""
     n_words, n_bytes = sizes[0], sizes[1]
+    if n_words + more_words >= 2**31:
+        raise ValueError("training supports fewer than 2**31 distinct words")  # word ids are int32 in the table
     word_bytes = _grown(word_bytes, n_bytes + more_bytes)
     words = _grown(words, n_words + more_words)
     if 2 * (n_words + more_words) > table.shape[0]:
         size = table.shape[0]
         while 2 * (n_words + more_words) > size:
             size *= 2
-        table = np.full(size, _EMPTY, np.int64)
+        table = np.full(size, _EMPTY, np.int32)
         for word in range(n_words):
             slot = _hash_slot(np.uint64(words[word, _WORD_HASH]), size - 1)
             while table[slot] != _EMPTY:
@@ -547,25 +550,25 @@ def _run_merges(
     progress: bool,
     vocabulary: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
-    """Run ``learn_merges`` on (the words' token ids or bytes end to end, their lengths, their counts) from
+    """Run ``learn_merges`` on (the words' token ids or bytes end to end, their first positions (``_word_starts``),
+    their counts) from
     ``vocabulary`` (bytes end to end, offsets; default: the byte tokens) until the next id is ``n_tokens``, in a
     thread while this one follows the new tokens (a bar with ``progress``) and stops it on Ctrl-C. Token ids
     given as a C-contiguous int32 array are merged in place (the caller's array is overwritten).
 
     The words can make at most one token per symbol beyond the first of each word, so no more is allocated."""
-    symbols, word_lengths, word_weights = arrays
-    if symbols.size >= 2**31:  # positions are int32 in the kernel
-        raise ValueError(f"the distinct words hold {symbols.size} tokens; training supports fewer than 2**31")
+    symbols, word_starts, word_weights = arrays
     vocab_bytes, vocab_offsets = byte_vocabulary() if vocabulary is None else vocabulary
     first_new = len(vocab_offsets) - 1
-    n_tokens = min(n_tokens, first_new + symbols.size - word_lengths.size)
+    n_tokens = min(n_tokens, first_new + symbols.size - word_starts.size)
     # One compiled version of the kernel: writable C-contiguous arrays of fixed types, whoever made them.
     token = np.require(symbols, np.int32, requirements="CW")  # overwritten by the kernel: a copy unless int32
-    word_lengths, word_weights = (np.require(a, np.int64, requirements="CW") for a in (word_lengths, word_weights))
+    word_starts = np.require(word_starts, np.int32, requirements="CW")
+    word_weights = np.require(word_weights, np.int64, requirements="CW")
     vocab_bytes = np.require(vocab_bytes, np.uint8, requirements="CW")
     vocab_offsets = np.require(vocab_offsets, np.int64, requirements="CW")
     progress_cell = np.zeros(2, np.int64)  # next new id, stop request
-    arguments = (token, word_lengths, word_weights, n_tokens, progress_cell, vocab_bytes, vocab_offsets)
+    arguments = (token, word_starts, word_weights, n_tokens, progress_cell, vocab_bytes, vocab_offsets)
     bar = _progress_bar(progress, "merging", total=max(n_tokens - first_new, 0), unit="token")
     kernels = training_kernels()  # loaded here: a build's message comes before the bar
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
@@ -582,6 +585,17 @@ def _run_merges(
         bar.update(int(progress_cell[0]) - first_new - bar.n)
         bar.close()
     return merges
+
+
+def _word_starts(word_lengths: np.ndarray) -> np.ndarray:
+    """Each word's first position in the words end to end (int32), from their lengths; refuses 2**31 positions
+    or more (positions are int32 in the merges)."""
+    n_positions = int(word_lengths.sum())
+    if n_positions >= 2**31:
+        raise ValueError(f"the distinct words hold {n_positions} tokens; training supports fewer than 2**31")
+    starts = np.zeros(len(word_lengths), np.int32)
+    np.cumsum(word_lengths[:-1], out=starts[1:])
+    return starts
 
 
 @njit(cache=True)
@@ -904,12 +918,12 @@ def learn_merges(kernels, *arguments) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True)
-def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, progress_cell, vocab_bytes,
+def learn_merges_kernel(token, first_positions, word_weights, n_tokens_wanted, progress_cell, vocab_bytes,
                         vocab_offsets):
     """Merge pairs of the words until the next new id is ``n_tokens_wanted`` or no pair is left.
 
-    ``token``: the words' token ids end to end (int32; the kernel overwrites it); ``word_lengths``,
-    ``word_weights``: each word's length (in tokens) and count. The vocabulary starts as token ``i`` =
+    ``token``: the words' token ids end to end (int32; the kernel overwrites it); ``first_positions``,
+    ``word_weights``: each word's first position in ``token`` (int32, ascending) and count. The vocabulary starts as token ``i`` =
     ``vocab_bytes[vocab_offsets[i]:vocab_offsets[i + 1]]`` (see ``_token_store``); new ids follow it. Returns
     the merges as an int64 array of (left id, right id) rows, in order. Writes the next new id to
     ``progress_cell[0]`` as it goes and stops early once ``progress_cell[1]`` is set.
@@ -918,15 +932,11 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
     # Words are told apart by where they start: a flag per position, and the start of each word (a site's word,
     # whose count weighs its pairs, is found by binary search: an int32 of the word per position would be the
     # largest array of the merges after the occurrence lists).
+    n_words = first_positions.shape[0]
     word_start = np.zeros(n_positions + 1, np.uint8)
     word_start[n_positions] = 1
-    first_positions = np.empty(word_lengths.shape[0], np.int32)
-    start = 0
-    for word in range(word_lengths.shape[0]):
-        first_positions[word] = start
-        if word_lengths[word] > 0:
-            word_start[start] = 1
-        start += word_lengths[word]
+    for word in range(n_words):
+        word_start[first_positions[word]] = 1  # a word of no tokens marks the next word's start, also set
 
     # The inverted index: a pair table (count, left, right, occurrence list head and length, step mark)
     # found through an open-addressing hash table, and occurrence lists (positions of the pair's left token) in
@@ -940,8 +950,9 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
     counts = np.empty(1024 + n_positions // 2, np.int64)
     table = np.full(2048, _EMPTY, np.int32)
     n_pairs = np.int64(0)
-    for word in range(word_lengths.shape[0]):
-        for i in range(first_positions[word], first_positions[word] + word_lengths[word]):
+    for word in range(n_words):
+        end = first_positions[word + 1] if word + 1 < n_words else n_positions
+        for i in range(first_positions[word], end):
             j = _following(token, word_start, i)
             if j == -1:
                 continue
@@ -950,9 +961,9 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
             table = _rehashed(table, pairs, n_pairs, n_pairs + 1)
             pair, n_pairs = _pair_id(table, pairs, counts, n_pairs, token[i], token[j])
             counts[pair] += word_weights[word]
-    # Room for every position and an end mark per pair, listed in blocks, and for a quarter as many new
+    # Room for every position and an end mark per pair, listed in blocks, and for an eighth as many new
     # occurrences (two entries each) before the lists are rebuilt.
-    occurrences = np.empty(n_positions + n_pairs + n_positions // 2 + 16, np.int32)
+    occurrences = np.empty(n_positions + n_pairs + n_positions // 4 + 16, np.int32)
     n_occurrences = _relisted(pairs, n_pairs, occurrences, table, token, word_start)
     heap = np.empty((max(n_pairs + n_positions // 2, 16), 2), np.int64)
     heap_size = np.int64(0)  # not a literal 0: one compiled version of the heap functions
