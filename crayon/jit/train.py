@@ -100,7 +100,7 @@ def safe_cuts(text: str, low: int, high: int) -> np.ndarray:
 def _unicode_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return unicode_tables()
 
-_LEFT, _RIGHT, _HEAD, _LENGTH, _MARK = range(5)  # columns of the pair table (int32; counts apart, int64)
+_LEFT, _RIGHT, _HEAD, _LENGTH = range(4)  # columns of the pair table (int32; counts apart, int64)
 _EMPTY = -1
 # The occurrence lists share one int32 array: a pair's list is a chain of blocks of positions (>= 0), each block
 # ending in _LIST_END or in a link to the next block's first entry k, written _LINK_BASE - k.
@@ -622,10 +622,9 @@ def _relisted(pairs, n_pairs, occurrences, table, token, word_start):
 
     Two passes over the positions, the first counting each pair's occurrences, the second filling each block
     from its end (so no cursor per pair is needed). ``occurrences`` needs room for the live positions and an
-    end mark per listed pair. The step marks are cleared (a relisting comes before a step's sites)."""
+    end mark per listed pair."""
     for pair in range(n_pairs):
         pairs[pair, _LENGTH] = 0
-        pairs[pair, _MARK] = _EMPTY
     for i in range(token.shape[0]):
         if token[i] != _EMPTY:
             j = _following(token, word_start, i)
@@ -699,7 +698,6 @@ def _pair_id(table, pairs, counts, n_pairs, left, right):
     pairs[n_pairs, _RIGHT] = right
     pairs[n_pairs, _HEAD] = _EMPTY
     pairs[n_pairs, _LENGTH] = 0
-    pairs[n_pairs, _MARK] = _EMPTY
     return n_pairs, n_pairs + 1
 
 
@@ -733,18 +731,15 @@ def _listed_positions(pairs, occurrences, pair, positions):
 
 
 @njit(cache=True)
-def _credit_pair(table, pairs, counts, n_pairs, occurrences, n_occurrences, grown, n_grown, step, left, right,
-                 position, w):
-    """Count an occurrence of (left, right) at ``position``, weight w, and list the pair in ``grown`` once per
-    step. Returns (pair id, pair count, occurrence count, grown count); needs room for a new pair."""
+def _credit_pair(table, pairs, counts, n_pairs, occurrences, n_occurrences, grown, n_grown, left, right, position,
+                 w):
+    """Count an occurrence of (left, right) at ``position``, weight w, and list the pair in ``grown``. Returns
+    (pair id, pair count, occurrence count, grown count); needs room for a new pair."""
     pair, n_pairs = _pair_id(table, pairs, counts, n_pairs, left, right)
     counts[pair] += w
     n_occurrences = _add_occurrence(pairs, occurrences, n_occurrences, pair, position)
-    if pairs[pair, _MARK] != step:
-        pairs[pair, _MARK] = step
-        grown[n_grown] = pair
-        n_grown += 1
-    return pair, n_pairs, n_occurrences, n_grown
+    grown[n_grown] = pair
+    return pair, n_pairs, n_occurrences, n_grown + 1
 
 
 @njit(cache=True)
@@ -938,7 +933,7 @@ def learn_merges_kernel(token, first_positions, word_weights, n_tokens_wanted, p
     for word in range(n_words):
         word_start[first_positions[word]] = 1  # a word of no tokens marks the next word's start, also set
 
-    # The inverted index: a pair table (count, left, right, occurrence list head and length, step mark)
+    # The inverted index: a pair table (count, left, right, occurrence list head and length)
     # found through an open-addressing hash table, and occurrence lists (positions of the pair's left token) in
     # one int32 array: each pair's block from the last rebuild, then the occurrences added since, each linked to
     # the list before it (see _add_occurrence), 4 to 5 bytes per position. An occurrence whose position has since changed pair stays listed
@@ -946,7 +941,7 @@ def learn_merges_kernel(token, first_positions, word_weights, n_tokens_wanted, p
     # pair at a position is not stored (it would take an int32 per position): it is looked up from its tokens.
     # Room for as many pairs as usual (a tenth to a fifth of the positions), so that they seldom grow: memory that
     # is not written to is not resident, while growing copies them (old and new arrays resident at once).
-    pairs = np.empty((1024 + n_positions // 2, 5), np.int32)
+    pairs = np.empty((1024 + n_positions // 2, 4), np.int32)
     counts = np.empty(1024 + n_positions // 2, np.int64)
     table = np.full(2048, _EMPTY, np.int32)
     n_pairs = np.int64(0)
@@ -1024,20 +1019,22 @@ def learn_merges_kernel(token, first_positions, word_weights, n_tokens_wanted, p
             if before != -1:
                 counts[_pair_of(table, pairs, token[before], left)] -= w
                 _, n_pairs, n_occurrences, n_grown = _credit_pair(
-                    table, pairs, counts, n_pairs, occurrences, n_occurrences, grown, n_grown, n_merges,
+                    table, pairs, counts, n_pairs, occurrences, n_occurrences, grown, n_grown,
                     token[before], new_id, before, w,
                 )
             if after != -1:
                 counts[_pair_of(table, pairs, right, token[after])] -= w
                 _, n_pairs, n_occurrences, n_grown = _credit_pair(
-                    table, pairs, counts, n_pairs, occurrences, n_occurrences, grown, n_grown, n_merges,
+                    table, pairs, counts, n_pairs, occurrences, n_occurrences, grown, n_grown,
                     new_id, token[after], i, w,
                 )
             counts[pair] -= w
             token[i] = new_id
             token[j] = _EMPTY
+        grown_pairs = np.sort(grown[:n_grown])  # each pushed once, however often it grew
         for k in range(n_grown):
-            if counts[grown[k]] > 0:
-                heap_size = _heap_push(heap, heap_size, pairs, counts[grown[k]], grown[k])
+            grown_pair = grown_pairs[k]
+            if (k == 0 or grown_pair != grown_pairs[k - 1]) and counts[grown_pair] > 0:
+                heap_size = _heap_push(heap, heap_size, pairs, counts[grown_pair], grown_pair)
         progress_cell[0] = n_tokens
     return merges[:n_merges].copy()
