@@ -674,11 +674,11 @@ def _pair_slot(table, pairs, left, right):
 
 @njit(cache=True)
 def _rehashed(table, pairs, n_pairs, needed_pairs):
-    """``table``, or a bigger one holding the same pairs, so that it stays at most half full."""
-    if 2 * needed_pairs <= table.shape[0]:
+    """``table``, or a bigger one holding the same pairs, so that it stays at most three quarters full."""
+    if 4 * needed_pairs <= 3 * table.shape[0]:
         return table
     size = table.shape[0]
-    while 2 * needed_pairs > size:
+    while 4 * needed_pairs > 3 * size:
         size *= 2
     bigger = np.full(size, _EMPTY, np.int32)
     for pair in range(n_pairs):
