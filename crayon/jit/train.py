@@ -15,10 +15,13 @@ there is neither such a proof nor a jit pre-tokenizer, is run by ``regex`` over 
 Memory grows with the distinct words, never with the corpus itself, since exact training keeps every distinct
 word (as the reference and HF tokenizers do; none is pruned). Counting holds a bag per thread: per distinct word
 a row (start, length, count, hash: 32 bytes, grown by half) and two to four hash slots (4 bytes each), plus its
-bytes. The merges hold, per byte of the distinct words, its token (int32), a word-start flag (uint8) and about
-1.25 occurrence entries (two int32): about 15 bytes; and per pair ever counted, about 55 bytes (its row, count,
+bytes. The merges hold, per byte of the distinct words, its token (int32), a word-start flag (uint8) and its
+occurrence entry (int32), with room for an eighth as many new occurrences (two int32 each): about 10 bytes; per
+word its first position (int32) and count (int64); and per pair ever counted, about 45 bytes (its row, count,
 hash slots and heap entry). On linux-source-6.1: 304k distinct words of 3.4 MB in the first 100 MB, 468k of
-4.6 MB in the first 500 MB, 986k of 8.8 MB in the whole 1,298 MB.
+4.6 MB in the first 500 MB, 986k of 8.8 MB in the whole 1,298 MB. On glibc, training pins malloc's mmap and trim
+thresholds at their defaults for the rest of the process (``_pin_mmap_threshold``), so that the arrays it frees
+go back to the system.
 """
 
 from __future__ import annotations
