@@ -51,7 +51,9 @@ def train(
     corpus runs out of pairs to merge first, it has fewer tokens and a ``crayon.TrainingWarning`` says so.
     ``"char"`` / ``"word"`` return a :class:`crayon.CharTokenizer` / :class:`crayon.WordTokenizer`.
     ``backend``: "jit" / "auto" (the Numba trainer, every core; its kernels are compiled ahead of time, once per
-    machine, so training itself does not import numba) or "reference" (pure Python, same merges).
+    machine, so training itself does not import numba) or "reference" (pure Python, same merges). On glibc the
+    "jit" trainer keeps malloc's mmap and trim thresholds at their defaults (128 KiB) for the rest of the process,
+    so that the large arrays it frees are returned to the system rather than kept in malloc's arenas.
     ``min_frequency``: the least count of a kept character or word (``"char"`` / ``"word"``); BPE refuses it.
     ``reserved_special_tokens``: that many ``<|reserved_special_token_K|>`` special tokens after the others
     (counted in ``vocab_size``), to name later with ``Tokenizer.with_special_tokens`` without moving any id.

@@ -73,14 +73,14 @@ SIGNATURES = {
     # (a list's address, tokens, addresses of the id objects): how many were appended (crayon.jit.id_lists)
     "id_list_extend_kernel": (INT, _array("u4"), _array("u8", writable=False)),
 }
-WORD_BAG = (_array("u1"), _array("i8", 2), _array("i8"), _array("i8"))  # word bytes, word rows, table, sizes
+WORD_BAG = (_array("u1"), _array("i8", 2), _array("i4"), _array("i8"))  # word bytes, word rows, table, sizes
 TRAINING_SIGNATURES = {
     # (word bag, data, pattern_id, char_tables) -> the bag's (word bytes, word rows, table)
     "count_words_kernel": ((*WORD_BAG, TEXT, INT, CHAR_TABLES), WORD_BAG[:3]),
     # (word bag, other bag's word bytes, word rows, sizes) -> the first bag's (word bytes, word rows, table)
     "add_bag_kernel": ((*WORD_BAG, _array("u1"), _array("i8", 2), _array("i8")), WORD_BAG[:3]),
-    # (token, word_lengths, word_weights, n_tokens_wanted, progress_cell, vocab_bytes, vocab_offsets) -> merges
-    "learn_merges_kernel": ((_array("i4"), _array("i8"), _array("i8"), INT, _array("i8"), _array("u1"),
+    # (token, first_positions, word_weights, n_tokens_wanted, progress_cell, vocab_bytes, vocab_offsets) -> merges
+    "learn_merges_kernel": ((_array("i4"), _array("i4"), _array("i8"), INT, _array("i8"), _array("u1"),
                              _array("i8")), _array("i8", 2)),
 }
 TABLE_SIGNATURES = {

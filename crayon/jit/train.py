@@ -14,11 +14,14 @@ there is neither such a proof nor a jit pre-tokenizer, is run by ``regex`` over 
 
 Memory grows with the distinct words, never with the corpus itself, since exact training keeps every distinct
 word (as the reference and HF tokenizers do; none is pruned). Counting holds a bag per thread: per distinct word
-a row (start, length, count, hash: 32 bytes, grown by half) and two to four hash slots (8 bytes each), plus its
-bytes. The merges hold, per byte of the distinct words, its token (int32), a word-start flag (uint8) and about
-1.25 occurrence entries (two int32): about 15 bytes; and per pair ever counted, about 55 bytes (its row, count,
+a row (start, length, count, hash: 32 bytes, grown by half) and two to four hash slots (4 bytes each), plus its
+bytes. The merges hold, per byte of the distinct words, its token (int32), a word-start flag (uint8) and its
+occurrence entry (int32), with room for an eighth as many new occurrences (two int32 each): about 10 bytes; per
+word its first position (int32) and count (int64); and per pair ever counted, about 45 bytes (its row, count,
 hash slots and heap entry). On linux-source-6.1: 304k distinct words of 3.4 MB in the first 100 MB, 468k of
-4.6 MB in the first 500 MB, 986k of 8.8 MB in the whole 1,298 MB.
+4.6 MB in the first 500 MB, 986k of 8.8 MB in the whole 1,298 MB. On glibc, training pins malloc's mmap and trim
+thresholds at their defaults for the rest of the process (``_pin_mmap_threshold``), so that the arrays it frees
+go back to the system.
 """
 
 from __future__ import annotations
@@ -100,9 +103,12 @@ def safe_cuts(text: str, low: int, high: int) -> np.ndarray:
 def _unicode_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return unicode_tables()
 
-_LEFT, _RIGHT, _HEAD, _LENGTH, _MARK = range(5)  # columns of the pair table (int32; counts apart, int64)
-_POSITION, _NEXT = range(2)  # columns of the occurrence lists
+_LEFT, _RIGHT, _HEAD, _LENGTH = range(4)  # columns of the pair table (int32; counts apart, int64)
 _EMPTY = -1
+# The occurrence lists share one int32 array: a pair's list is a chain of blocks of positions (>= 0), each block
+# ending in _LIST_END or in a link to the next block's first entry k, written _LINK_BASE - k.
+_LIST_END = -1
+_LINK_BASE = -2
 
 
 def train_bpe_jit(
@@ -126,8 +132,9 @@ def train_bpe_jit(
         texts_or_files, pattern, specials, workers=workers or available_cores(), progress=progress
     )
     tokens = word_bytes.astype(np.int32)
-    del word_bytes  # not needed by the merges: freed before they start
-    merges = _run_merges((tokens, word_lengths, word_counts), vocab_size - len(specials), progress)
+    starts = _word_starts(word_lengths)
+    del word_bytes, word_lengths  # not needed by the merges: freed before they start
+    merges = _run_merges((tokens, starts, word_counts), vocab_size - len(specials), progress)
     vocab = Vocabulary()
     for left, right in merges:
         vocab.merge(left, right)
@@ -167,7 +174,7 @@ def extend_bpe_jit(
     token_lengths = np.diff(np.searchsorted(token_ends, ends) + 1, prepend=0)
     several = token_lengths > 1  # a word of one token has no pair to merge
     merges = _run_merges(
-        (tokens[np.repeat(several, token_lengths)], token_lengths[several], word_counts[several]),
+        (tokens[np.repeat(several, token_lengths)], _word_starts(token_lengths[several]), word_counts[several]),
         first_id + n_new_tokens,
         progress,
         (vocab_bytes, offsets),
@@ -197,6 +204,7 @@ def count_words_jit(
     The named patterns split chunks with ``crayon.jit.pretokenize`` and count words into a ``WordBag``, in
     ``workers`` threads (the kernels run without the GIL). A custom regex runs in this thread with ``regex``.
     """
+    _pin_mmap_threshold()
     bar = _progress_bar(progress, "counting words", unit="char", unit_scale=True)
 
     def counted(chunks: Iterable[str]) -> Iterator[str]:
@@ -223,6 +231,27 @@ def count_words_jit(
     if bar is not None:
         bar.close()
     return arrays
+
+
+MMAP_THRESHOLD = TRIM_THRESHOLD = 128 * 1024  # glibc's defaults
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt's parameter numbers (malloc.h)
+
+
+def _pin_mmap_threshold() -> None:
+    """Set glibc's mmap and trim thresholds to their defaults (``MMAP_THRESHOLD``, ``TRIM_THRESHOLD``) and keep
+    them there for this process; elsewhere nothing.
+
+    glibc raises the mmap threshold each time a mapped block is freed (up to 32 MB; the trim threshold to twice
+    that), after which blocks below it come from its arenas and stay resident once freed, scattered. Training grows and frees arrays of many MB (on
+    linux-source-6.1 that left 20-60 MB resident and unused), so it pins the threshold: every array above it
+    is mapped and returned to the system when freed. This lasts for the rest of the process (glibc has no call
+    to restore the moving threshold); the cost is a system call per large allocation."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+    mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
 
 
 def _release_free_memory() -> None:
@@ -412,7 +441,7 @@ class WordBag:
         self.kernels = kernels or training_kernels()
         self.word_bytes = np.empty(1 << 16, np.uint8)
         self.words = np.empty((1 << 12, 4), np.int64)
-        self.table = np.full(1 << 13, _EMPTY, np.int64)
+        self.table = np.full(1 << 13, _EMPTY, np.int32)
         self.sizes = np.zeros(2, np.int64)
 
     def add_text(self, data: np.ndarray, pattern_id: int, char_tables: tuple) -> None:
@@ -442,13 +471,15 @@ class WordBag:
 def _bag_reserve(word_bytes, words, table, sizes, more_words, more_bytes):
     """The bag's arrays, grown so that ``more_words`` new words of ``more_bytes`` bytes in all fit."""
     n_words, n_bytes = sizes[0], sizes[1]
+    if n_words + more_words >= 2**31:
+        raise ValueError("training supports fewer than 2**31 distinct words")  # word ids are int32 in the table
     word_bytes = _grown(word_bytes, n_bytes + more_bytes)
     words = _grown(words, n_words + more_words)
     if 2 * (n_words + more_words) > table.shape[0]:
         size = table.shape[0]
         while 2 * (n_words + more_words) > size:
             size *= 2
-        table = np.full(size, _EMPTY, np.int64)
+        table = np.full(size, _EMPTY, np.int32)
         for word in range(n_words):
             slot = _hash_slot(np.uint64(words[word, _WORD_HASH]), size - 1)
             while table[slot] != _EMPTY:
@@ -522,25 +553,25 @@ def _run_merges(
     progress: bool,
     vocabulary: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
-    """Run ``learn_merges`` on (the words' token ids or bytes end to end, their lengths, their counts) from
+    """Run ``learn_merges`` on (the words' token ids or bytes end to end, their first positions (``_word_starts``),
+    their counts) from
     ``vocabulary`` (bytes end to end, offsets; default: the byte tokens) until the next id is ``n_tokens``, in a
     thread while this one follows the new tokens (a bar with ``progress``) and stops it on Ctrl-C. Token ids
     given as a C-contiguous int32 array are merged in place (the caller's array is overwritten).
 
     The words can make at most one token per symbol beyond the first of each word, so no more is allocated."""
-    symbols, word_lengths, word_weights = arrays
-    if symbols.size >= 2**31:  # positions are int32 in the kernel
-        raise ValueError(f"the distinct words hold {symbols.size} tokens; training supports fewer than 2**31")
+    symbols, word_starts, word_weights = arrays
     vocab_bytes, vocab_offsets = byte_vocabulary() if vocabulary is None else vocabulary
     first_new = len(vocab_offsets) - 1
-    n_tokens = min(n_tokens, first_new + symbols.size - word_lengths.size)
+    n_tokens = min(n_tokens, first_new + symbols.size - word_starts.size)
     # One compiled version of the kernel: writable C-contiguous arrays of fixed types, whoever made them.
     token = np.require(symbols, np.int32, requirements="CW")  # overwritten by the kernel: a copy unless int32
-    word_lengths, word_weights = (np.require(a, np.int64, requirements="CW") for a in (word_lengths, word_weights))
+    word_starts = np.require(word_starts, np.int32, requirements="CW")
+    word_weights = np.require(word_weights, np.int64, requirements="CW")
     vocab_bytes = np.require(vocab_bytes, np.uint8, requirements="CW")
     vocab_offsets = np.require(vocab_offsets, np.int64, requirements="CW")
     progress_cell = np.zeros(2, np.int64)  # next new id, stop request
-    arguments = (token, word_lengths, word_weights, n_tokens, progress_cell, vocab_bytes, vocab_offsets)
+    arguments = (token, word_starts, word_weights, n_tokens, progress_cell, vocab_bytes, vocab_offsets)
     bar = _progress_bar(progress, "merging", total=max(n_tokens - first_new, 0), unit="token")
     kernels = training_kernels()  # loaded here: a build's message comes before the bar
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
@@ -557,6 +588,17 @@ def _run_merges(
         bar.update(int(progress_cell[0]) - first_new - bar.n)
         bar.close()
     return merges
+
+
+def _word_starts(word_lengths: np.ndarray) -> np.ndarray:
+    """Each word's first position in the words end to end (int32), from their lengths; refuses 2**31 positions
+    or more (positions are int32 in the merges)."""
+    n_positions = int(word_lengths.sum())
+    if n_positions >= 2**31:
+        raise ValueError(f"the distinct words hold {n_positions} tokens; training supports fewer than 2**31")
+    starts = np.zeros(len(word_lengths), np.int32)
+    np.cumsum(word_lengths[:-1], out=starts[1:])
+    return starts
 
 
 @njit(cache=True)
@@ -578,20 +620,36 @@ def _resized(array, n_rows, size):
 
 @njit(cache=True)
 def _relisted(pairs, n_pairs, occurrences, table, token, word_start):
-    """Rebuild every pair's occurrence list from the tokens (dropping the occurrences whose position has
-    changed pair); return the number of occurrences."""
+    """Rebuild every pair's occurrence list from the tokens as one block of positions (dropping the occurrences
+    whose position has changed pair), the blocks end to end in pair order; return the entries used.
+
+    Two passes over the positions, the first counting each pair's occurrences, the second filling each block
+    from its end (so no cursor per pair is needed). ``occurrences`` needs room for the live positions and an
+    end mark per listed pair."""
     for pair in range(n_pairs):
-        pairs[pair, _HEAD] = _EMPTY
         pairs[pair, _LENGTH] = 0
-    n_occurrences = np.int64(0)
     for i in range(token.shape[0]):
-        if token[i] == _EMPTY:
+        if token[i] != _EMPTY:
+            j = _following(token, word_start, i)
+            if j != -1:
+                pairs[table[_pair_slot(table, pairs, token[i], token[j])], _LENGTH] += 1
+    n_entries = np.int64(0)
+    for pair in range(n_pairs):
+        if pairs[pair, _LENGTH] == 0:
+            pairs[pair, _HEAD] = _EMPTY
             continue
-        j = _following(token, word_start, i)
-        if j != -1:
-            pair = table[_pair_slot(table, pairs, token[i], token[j])]
-            n_occurrences = _add_occurrence(pairs, occurrences, n_occurrences, pair, i)
-    return n_occurrences
+        n_entries += pairs[pair, _LENGTH]
+        occurrences[n_entries] = _LIST_END
+        pairs[pair, _HEAD] = n_entries  # filled downwards to the block's start below
+        n_entries += 1
+    for i in range(token.shape[0]):
+        if token[i] != _EMPTY:
+            j = _following(token, word_start, i)
+            if j != -1:
+                pair = table[_pair_slot(table, pairs, token[i], token[j])]
+                pairs[pair, _HEAD] -= 1
+                occurrences[pairs[pair, _HEAD]] = i
+    return n_entries
 
 
 @njit(cache=True)
@@ -619,11 +677,11 @@ def _pair_slot(table, pairs, left, right):
 
 @njit(cache=True)
 def _rehashed(table, pairs, n_pairs, needed_pairs):
-    """``table``, or a bigger one holding the same pairs, so that it stays at most half full."""
-    if 2 * needed_pairs <= table.shape[0]:
+    """``table``, or a bigger one holding the same pairs, so that it stays at most three quarters full."""
+    if 4 * needed_pairs <= 3 * table.shape[0]:
         return table
     size = table.shape[0]
-    while 2 * needed_pairs > size:
+    while 4 * needed_pairs > 3 * size:
         size *= 2
     bigger = np.full(size, _EMPTY, np.int32)
     for pair in range(n_pairs):
@@ -643,32 +701,48 @@ def _pair_id(table, pairs, counts, n_pairs, left, right):
     pairs[n_pairs, _RIGHT] = right
     pairs[n_pairs, _HEAD] = _EMPTY
     pairs[n_pairs, _LENGTH] = 0
-    pairs[n_pairs, _MARK] = _EMPTY
     return n_pairs, n_pairs + 1
 
 
 @njit(cache=True)
-def _add_occurrence(pairs, occurrences, n_occurrences, pair, position):
-    occurrences[n_occurrences, _POSITION] = position
-    occurrences[n_occurrences, _NEXT] = pairs[pair, _HEAD]
-    pairs[pair, _HEAD] = n_occurrences
+def _add_occurrence(pairs, occurrences, n_entries, pair, position):
+    """List ``position`` for ``pair``: a block of two entries (the position, a link to the pair's list so far)
+    put at the list's head; return the entries used."""
+    occurrences[n_entries] = position
+    head = pairs[pair, _HEAD]
+    occurrences[n_entries + 1] = _LIST_END if head == _EMPTY else _LINK_BASE - head
+    pairs[pair, _HEAD] = n_entries
     pairs[pair, _LENGTH] += 1
-    return n_occurrences + 1
+    return n_entries + 2
 
 
 @njit(cache=True)
-def _credit_pair(table, pairs, counts, n_pairs, occurrences, n_occurrences, grown, n_grown, step, left, right,
-                 position, w):
-    """Count an occurrence of (left, right) at ``position``, weight w, and list the pair in ``grown`` once per
-    step. Returns (pair id, pair count, occurrence count, grown count); needs room for a new pair."""
+def _listed_positions(pairs, occurrences, pair, positions):
+    """Copy the positions listed for ``pair`` (``pairs[pair, _LENGTH]`` of them) into ``positions``."""
+    entry = pairs[pair, _HEAD]
+    k = 0
+    while entry != _EMPTY:
+        value = occurrences[entry]
+        if value >= 0:
+            positions[k] = value
+            k += 1
+            entry += 1
+        elif value == _LIST_END:
+            entry = _EMPTY
+        else:
+            entry = _LINK_BASE - value
+
+
+@njit(cache=True)
+def _credit_pair(table, pairs, counts, n_pairs, occurrences, n_occurrences, grown, n_grown, left, right, position,
+                 w):
+    """Count an occurrence of (left, right) at ``position``, weight w, and list the pair in ``grown``. Returns
+    (pair id, pair count, occurrence count, grown count); needs room for a new pair."""
     pair, n_pairs = _pair_id(table, pairs, counts, n_pairs, left, right)
     counts[pair] += w
     n_occurrences = _add_occurrence(pairs, occurrences, n_occurrences, pair, position)
-    if pairs[pair, _MARK] != step:
-        pairs[pair, _MARK] = step
-        grown[n_grown] = pair
-        n_grown += 1
-    return pair, n_pairs, n_occurrences, n_grown
+    grown[n_grown] = pair
+    return pair, n_pairs, n_occurrences, n_grown + 1
 
 
 @njit(cache=True)
@@ -842,12 +916,12 @@ def learn_merges(kernels, *arguments) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True)
-def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, progress_cell, vocab_bytes,
+def learn_merges_kernel(token, first_positions, word_weights, n_tokens_wanted, progress_cell, vocab_bytes,
                         vocab_offsets):
     """Merge pairs of the words until the next new id is ``n_tokens_wanted`` or no pair is left.
 
-    ``token``: the words' token ids end to end (int32; the kernel overwrites it); ``word_lengths``,
-    ``word_weights``: each word's length (in tokens) and count. The vocabulary starts as token ``i`` =
+    ``token``: the words' token ids end to end (int32; the kernel overwrites it); ``first_positions``,
+    ``word_weights``: each word's first position in ``token`` (int32, ascending) and count. The vocabulary starts as token ``i`` =
     ``vocab_bytes[vocab_offsets[i]:vocab_offsets[i + 1]]`` (see ``_token_store``); new ids follow it. Returns
     the merges as an int64 array of (left id, right id) rows, in order. Writes the next new id to
     ``progress_cell[0]`` as it goes and stops early once ``progress_cell[1]`` is set.
@@ -856,31 +930,27 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
     # Words are told apart by where they start: a flag per position, and the start of each word (a site's word,
     # whose count weighs its pairs, is found by binary search: an int32 of the word per position would be the
     # largest array of the merges after the occurrence lists).
+    n_words = first_positions.shape[0]
     word_start = np.zeros(n_positions + 1, np.uint8)
     word_start[n_positions] = 1
-    first_positions = np.empty(word_lengths.shape[0], np.int32)
-    start = 0
-    for word in range(word_lengths.shape[0]):
-        first_positions[word] = start
-        if word_lengths[word] > 0:
-            word_start[start] = 1
-        start += word_lengths[word]
+    for word in range(n_words):
+        word_start[first_positions[word]] = 1  # a word of no tokens marks the next word's start, also set
 
-    # The inverted index: a pair table (count, left, right, occurrence list head and length, step mark)
-    # found through an open-addressing hash table, and singly linked occurrence lists (positions of the
-    # pair's left token) in one array. An occurrence whose position has since changed pair stays listed
+    # The inverted index: a pair table (count, left, right, occurrence list head and length)
+    # found through an open-addressing hash table, and occurrence lists (positions of the pair's left token) in
+    # one int32 array: each pair's block from the last rebuild, then the occurrences added since, each linked to
+    # the list before it (see _add_occurrence), 4 to 5 bytes per position. An occurrence whose position has since changed pair stays listed
     # (skipped when its pair merges) until the array is full; then the lists are rebuilt from the tokens. The
     # pair at a position is not stored (it would take an int32 per position): it is looked up from its tokens.
     # Room for as many pairs as usual (a tenth to a fifth of the positions), so that they seldom grow: memory that
     # is not written to is not resident, while growing copies them (old and new arrays resident at once).
-    pairs = np.empty((1024 + n_positions // 2, 5), np.int32)
+    pairs = np.empty((1024 + n_positions // 2, 4), np.int32)
     counts = np.empty(1024 + n_positions // 2, np.int64)
     table = np.full(2048, _EMPTY, np.int32)
-    occurrences = np.empty((n_positions + n_positions // 4 + 16, 2), np.int32)
     n_pairs = np.int64(0)
-    n_occurrences = np.int64(0)
-    for word in range(word_lengths.shape[0]):
-        for i in range(first_positions[word], first_positions[word] + word_lengths[word]):
+    for word in range(n_words):
+        end = first_positions[word + 1] if word + 1 < n_words else n_positions
+        for i in range(first_positions[word], end):
             j = _following(token, word_start, i)
             if j == -1:
                 continue
@@ -889,7 +959,10 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
             table = _rehashed(table, pairs, n_pairs, n_pairs + 1)
             pair, n_pairs = _pair_id(table, pairs, counts, n_pairs, token[i], token[j])
             counts[pair] += word_weights[word]
-            n_occurrences = _add_occurrence(pairs, occurrences, n_occurrences, pair, i)
+    # Room for every position and an end mark per pair, listed in blocks, and for an eighth as many new
+    # occurrences (two entries each) before the lists are rebuilt.
+    occurrences = np.empty(n_positions + n_pairs + n_positions // 4 + 16, np.int32)
+    n_occurrences = _relisted(pairs, n_pairs, occurrences, table, token, word_start)
     heap = np.empty((max(n_pairs + n_positions // 2, 16), 2), np.int64)
     heap_size = np.int64(0)  # not a literal 0: one compiled version of the heap functions
     for pair in range(n_pairs):
@@ -919,17 +992,14 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
         merges[n_merges, 1] = right
         n_merges += 1
 
-        if n_occurrences + 2 * pairs[pair, _LENGTH] > occurrences.shape[0]:
+        if n_occurrences + 4 * pairs[pair, _LENGTH] > occurrences.shape[0]:  # each site lists two, two entries each
             n_occurrences = _relisted(pairs, n_pairs, occurrences, table, token, word_start)
-            needed = n_occurrences + 2 * pairs[pair, _LENGTH]
+            needed = n_occurrences + 4 * pairs[pair, _LENGTH]
             if 4 * needed > 3 * occurrences.shape[0]:  # keep a quarter free, so that rebuilding stays rare
                 occurrences = _resized(occurrences, n_occurrences, needed + needed // 2)
         n_sites = pairs[pair, _LENGTH]
         positions = _grown(positions, n_sites)
-        entry = pairs[pair, _HEAD]
-        for k in range(n_sites):
-            positions[k] = occurrences[entry, _POSITION]
-            entry = occurrences[entry, _NEXT]
+        _listed_positions(pairs, occurrences, pair, positions)
         pairs[pair, _HEAD] = _EMPTY
         pairs[pair, _LENGTH] = 0
         sites = np.sort(positions[:n_sites])
@@ -952,20 +1022,22 @@ def learn_merges_kernel(token, word_lengths, word_weights, n_tokens_wanted, prog
             if before != -1:
                 counts[_pair_of(table, pairs, token[before], left)] -= w
                 _, n_pairs, n_occurrences, n_grown = _credit_pair(
-                    table, pairs, counts, n_pairs, occurrences, n_occurrences, grown, n_grown, n_merges,
+                    table, pairs, counts, n_pairs, occurrences, n_occurrences, grown, n_grown,
                     token[before], new_id, before, w,
                 )
             if after != -1:
                 counts[_pair_of(table, pairs, right, token[after])] -= w
                 _, n_pairs, n_occurrences, n_grown = _credit_pair(
-                    table, pairs, counts, n_pairs, occurrences, n_occurrences, grown, n_grown, n_merges,
+                    table, pairs, counts, n_pairs, occurrences, n_occurrences, grown, n_grown,
                     new_id, token[after], i, w,
                 )
             counts[pair] -= w
             token[i] = new_id
             token[j] = _EMPTY
+        grown_pairs = np.sort(grown[:n_grown])  # each pushed once, however often it grew
         for k in range(n_grown):
-            if counts[grown[k]] > 0:
-                heap_size = _heap_push(heap, heap_size, pairs, counts[grown[k]], grown[k])
+            grown_pair = grown_pairs[k]
+            if (k == 0 or grown_pair != grown_pairs[k - 1]) and counts[grown_pair] > 0:
+                heap_size = _heap_push(heap, heap_size, pairs, counts[grown_pair], grown_pair)
         progress_cell[0] = n_tokens
     return merges[:n_merges].copy()
