@@ -92,11 +92,30 @@ class CharsMap:
     @functools.cached_property
     def single_char_keys(self) -> np.ndarray:
         """The code points of the characters that are keys on their own."""
+        return self._first_characters[0]
+
+    @functools.cached_property
+    def starts_key(self) -> np.ndarray | None:
+        """Per code point: whether some key starts with that character; None where a key ends inside a
+        character's UTF-8 bytes (a cluster could then match a key whatever its characters)."""
+        starts = self._first_characters[1]
+        if starts is None:
+            return None
+        mask = np.zeros(0x110000, bool)
+        mask[starts] = True
+        return mask
+
+    @functools.cached_property
+    def _first_characters(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """(the code points that are keys on their own, the code points some key starts with, or None where a key
+        ends inside a character), from a walk of the trie's first character of every key."""
         units = self.units
         nodes = np.array([self._offset(int(units[0]))], np.int64)
         prefixes = np.zeros(1, np.int64)  # the bytes walked so far, big-endian in an int
         labels = np.arange(1, 256, dtype=np.int64)
         keys: list[int] = []
+        starts: list[int] = []
+        partial_key = False
         for depth in range(1, 5):
             positions = (nodes[:, None] ^ labels[None, :]).ravel()
             bytes_walked = np.broadcast_to(labels, (len(nodes), 255)).ravel()
@@ -109,14 +128,18 @@ class CharsMap:
             length = np.where(lead < 0x80, 1, np.where(lead < 0xE0, 2, np.where(lead < 0xF0, 3, 4)))
             complete = length == depth
             has_leaf = (units[positions] >> 8) & 1 == 1
-            for value in walked[complete & has_leaf].tolist():
+            partial_key |= bool((has_leaf & ~complete).any())
+            for value, leaf in zip(walked[complete].tolist(), has_leaf[complete].tolist()):
                 try:
-                    keys.append(ord(value.to_bytes(depth, "big").decode("utf-8")))
+                    code_point = ord(value.to_bytes(depth, "big").decode("utf-8"))
                 except (UnicodeDecodeError, TypeError):
                     raise FormatError("precompiled_charsmap: a key is not UTF-8") from None
+                starts.append(code_point)
+                if leaf:
+                    keys.append(code_point)
             offsets = (units[positions] >> 10) << ((units[positions] & (1 << 9)) >> 6)
             nodes, prefixes = (positions ^ offsets)[~complete], walked[~complete]
-        return np.array(sorted(set(keys)), np.int64)
+        return np.array(sorted(set(keys)), np.int64), None if partial_key else np.array(sorted(set(starts)), np.int64)
 
     @functools.cached_property
     def _rules(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -181,11 +204,18 @@ class CharsMap:
         out, ends = self._rewrite_each(code_points, ruled)
         if lone.all():
             return out.tobytes().decode("utf-32-le")
-        changes = (np.flatnonzero(lone[1:] != lone[:-1]) + 1).tolist()
+        changes = np.flatnonzero(lone[1:] != lone[:-1]) + 1
+        run_starts = np.concatenate(([0], changes))
+        # a run none of whose characters starts a key has no cluster a rule rewrites: it stays as it is
+        starts_key = self.starts_key
+        keyed = (np.ones(len(run_starts), bool) if starts_key is None
+                 else np.logical_or.reduceat(starts_key[code_points], run_starts))
         pieces = []
-        for start, end in zip([0, *changes], [*changes, len(text)]):
+        for start, end, has_key in zip(run_starts.tolist(), [*changes.tolist(), len(text)], keyed.tolist()):
             if lone[start]:
                 pieces.append(out[ends[start - 1] if start else 0 : ends[end - 1]].tobytes().decode("utf-32-le"))
+            elif not has_key:
+                pieces.append(text[start:end])
             else:
                 pieces.append("".join(map(self.rewrite_cluster, _CLUSTER.findall(text, start, end))))
         return "".join(pieces)
