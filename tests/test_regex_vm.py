@@ -287,18 +287,31 @@ ONE_CHARACTER_SPLITS = {
     "bert": [RegexSplit(r"\p{White_Space}", behavior="removed"), RegexSplit(r"[\p{P}!-/:-@\[-`{-~]")],
     "isolate-then-remove": [RegexSplit(r"(?![\-])[\p{P}\s]"), RegexSplit(r"[,\s\u00e9]", behavior="removed"),
                             RegexSplit("[\u4e00-\u9fff]|[\u0300-\u036f]")],
+    "merged-with-next": [RegexSplit("\u2581", behavior="merged_with_next")],
+    "merged-with-previous": [RegexSplit(r"[\s,\u00e9]", behavior="merged_with_previous")],
 }
-CHARACTER_SPLIT_TEXT = st.lists(st.one_of(st.sampled_from(["a", "é", "e\u0301", ",", "-", " ", "\u3000", "\t", "中",
+CHARACTER_SPLIT_TEXT = st.lists(st.one_of(st.sampled_from(["a", "é", "e\u0301", ",", "-", " ", "\u3000", "\t", "中", "\u2581",
                                                            "!", "¿", "\u2028", "\U0001F600", "ab", "\x00"]),
                                           st.text(st.characters(codec="utf-8"), max_size=3)), max_size=30).map("".join)
 
 
+class SplitsOf:
+    """A pre-tokenizer made of these splits."""
+
+    def __init__(self, splits):
+        self.splits = splits
+
+    def regex_splits(self):
+        return self.splits, False
+
+
 def one_by_one_and_fused(splits: list[RegexSplit]):
-    from crayon.jit.regex_vm import SPLIT_BEHAVIORS, CharacterSplits, CompiledSplits, program_tables, split_pieces
+    from crayon.jit.regex_vm import (SPLIT_BEHAVIORS, CharacterSplits, CompiledSplits, compiled_splits_of,
+                                     program_tables, split_pieces)
 
     assert all(CharacterSplits.takes(split) for split in splits)
     fused = CompiledSplits([CharacterSplits(splits)])
-    assert len(fused.steps) == 1
+    assert len(compiled_splits_of(SplitsOf(splits)).steps) == 1
 
     def one_by_one(data, ends):
         kept = np.ones(len(ends), np.uint8)
@@ -337,6 +350,14 @@ def test_fused_one_character_splits_match_on_every_code_point(name):
     data = np.frombuffer(text.encode("utf-8"), np.uint8)
     text_ends = np.array([len(data)], np.int64)
     assert kept_pieces(data, *fused.split(data, text_ends)) == kept_pieces(data, *one_by_one(data, text_ends))
+
+
+def test_merging_splits_are_not_fused_with_others():
+    from crayon.jit.regex_vm import compiled_splits_of
+
+    splits = [RegexSplit(r"\s", behavior="removed"), RegexSplit(",", behavior="merged_with_next"),
+              RegexSplit("-", behavior="merged_with_previous"), RegexSplit(r"\p{P}")]
+    assert len(compiled_splits_of(SplitsOf(splits)).steps) == 4
 
 
 def test_only_one_character_patterns_are_fused():

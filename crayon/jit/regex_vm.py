@@ -312,15 +312,16 @@ def kept_text(data, ends, kept):
 
 
 # a character's action in a fused run of one-character splits (``CharacterSplits``)
-IN_WORD, REMOVE_CHARACTER, ISOLATE_CHARACTER = range(3)
+IN_WORD, REMOVE_CHARACTER, ISOLATE_CHARACTER, BREAK_BEFORE, BREAK_AFTER = range(5)
 
 
 @njit(cache=True, nogil=True)
 def split_characters(data, piece_ends, piece_kept, actions, invalid_action):
     """One-character splits fused (``CharacterSplits``) on the kept pieces: a character whose action (``actions``
     by code point, ``invalid_action`` for an invalid byte) is REMOVE_CHARACTER becomes a piece not kept, one whose
-    action is ISOLATE_CHARACTER a piece of its own, the runs of the other characters pieces; the new (ends, kept)
-    of the whole text, as ``split_pieces`` gives them for the splits one after the other."""
+    action is ISOLATE_CHARACTER a piece of its own, one whose action is BREAK_BEFORE (BREAK_AFTER) starts (ends) a
+    piece, the runs of the other characters are pieces; the new (ends, kept) of the whole text, as
+    ``split_pieces`` gives them for the splits one after the other."""
     out_ends = np.empty(data.shape[0] + piece_ends.shape[0] + 1, np.int64)
     out_kept = np.empty(out_ends.shape[0], np.uint8)
     n = 0
@@ -344,7 +345,16 @@ def split_characters(data, piece_ends, piece_kept, actions, invalid_action):
                     action, length = invalid_action, 1
                 else:
                     action = actions[code_point]
-            if action != IN_WORD:
+            if action == BREAK_BEFORE:
+                if pos > run_start:
+                    out_ends[n], out_kept[n] = pos, 1
+                    n += 1
+                run_start = pos
+            elif action == BREAK_AFTER:
+                out_ends[n], out_kept[n] = pos + length, 1
+                n += 1
+                run_start = pos + length
+            elif action != IN_WORD:
                 if pos > run_start:
                     out_ends[n], out_kept[n] = pos, 1
                     n += 1
@@ -412,10 +422,14 @@ def matches_one_character(pattern: str, multiline: bool = False) -> bool:
 
 
 class CharacterSplits:
-    """Consecutive splits whose patterns match one character (``matches_one_character``), each removing or
-    isolating its matches, as one pass (``split_characters``): a character is removed if a split that matches it
-    removes, isolated if one matches it and none removes, else part of a run. ``actions`` holds that per code
-    point, ``invalid_action`` for an invalid UTF-8 byte (matched by the programs' class of invalid bytes)."""
+    """Splits whose patterns match one character (``matches_one_character``) as one pass (``split_characters``):
+    consecutive ones that remove or isolate their matches (a character is removed if a split that matches it
+    removes, isolated if one matches it and none removes, else part of a run), or one that merges its matches
+    with the next or the previous text (a match starts or ends a piece). ``tables`` holds the action per code
+    point and for an invalid UTF-8 byte (matched by the programs' class of invalid bytes)."""
+
+    FUSED_BEHAVIORS = ("removed", "isolated")
+    BEHAVIORS = (*FUSED_BEHAVIORS, "merged_with_next", "merged_with_previous")
 
     def __init__(self, splits: Sequence[RegexSplit]):
         self.splits = tuple(splits)
@@ -427,10 +441,14 @@ class CharacterSplits:
         """(actions, invalid_action), built on first use (once for equal splits)."""
         return _character_tables(self.splits)
 
-    @staticmethod
-    def takes(split) -> bool:
-        return (isinstance(split, RegexSplit) and split.behavior in ("removed", "isolated") and not split.invert
+    @classmethod
+    def takes(cls, split) -> bool:
+        return (isinstance(split, RegexSplit) and split.behavior in cls.BEHAVIORS and not split.invert
                 and matches_one_character(split.pattern, split.multiline))
+
+    def fuses_with(self, split: RegexSplit) -> bool:
+        """Whether ``split`` (one ``takes``) can join these splits' pass."""
+        return all(behavior in self.FUSED_BEHAVIORS for behavior in (split.behavior, self.splits[-1].behavior))
 
 
 @functools.lru_cache(maxsize=16)
@@ -439,7 +457,11 @@ def _character_tables(splits: tuple[RegexSplit, ...]) -> tuple[np.ndarray, int]:
     invalid_action = IN_WORD
     for split in splits:  # removing wins over isolating, whichever comes first
         matched, invalid_matched = _matched_characters(compile_regex(split.pattern, multiline=split.multiline))
-        if split.behavior == "removed":
+        if split.behavior in ("merged_with_next", "merged_with_previous"):  # a split alone (``fuses_with``)
+            action = BREAK_BEFORE if split.behavior == "merged_with_next" else BREAK_AFTER
+            actions[matched] = action
+            invalid_action = action if invalid_matched else invalid_action
+        elif split.behavior == "removed":
             actions[matched] = REMOVE_CHARACTER
             invalid_action = REMOVE_CHARACTER if invalid_matched else invalid_action
         else:
@@ -556,7 +578,7 @@ def compiled_splits_of(pretokenizer, *, rewrites: bool = False) -> CompiledSplit
         steps = []
         for split in splits:
             if CharacterSplits.takes(split):  # one pass for a run of one-character splits
-                if steps and isinstance(steps[-1], CharacterSplits):
+                if steps and isinstance(steps[-1], CharacterSplits) and steps[-1].fuses_with(split):
                     steps[-1] = CharacterSplits([*steps[-1].splits, split])
                 else:
                     steps.append(CharacterSplits([split]))
