@@ -189,8 +189,8 @@ class CharsMap:
         """``text`` normalized as HF's ``Precompiled`` normalizer does.
 
         A character whose Grapheme_Cluster_Break is Other, Control or LF, between two such characters (or the
-        text's ends), is a cluster of its own: those are rewritten character by character with numpy, the runs
-        of other characters cluster by cluster."""
+        text's ends), is a cluster of its own: those are rewritten character by character with numpy, as are the
+        runs of other characters none of which starts a key; the other runs cluster by cluster."""
         if not text:
             return text
         code_points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
@@ -198,24 +198,24 @@ class CharsMap:
         lone = simple.copy()
         lone[1:] &= simple[:-1]
         lone[:-1] &= simple[1:]
+        # rewritten character by character: the clusters of their own, and the runs of other characters none of
+        # which starts a key (no cluster there has a rule: they stay as they are)
+        by_character = lone.copy()
+        if self.starts_key is not None and not lone.all():
+            run_starts = np.concatenate(([0], np.flatnonzero(lone[1:] != lone[:-1]) + 1))
+            keyed = np.logical_or.reduceat(self.starts_key[code_points], run_starts)
+            by_character |= np.repeat(~keyed, np.diff(np.append(run_starts, len(code_points))))
         ruled = lone & self._rules[0][code_points]
-        if lone.all() and not ruled.any():
+        if by_character.all() and not ruled.any():
             return text
         out, ends = self._rewrite_each(code_points, ruled)
-        if lone.all():
+        if by_character.all():
             return out.tobytes().decode("utf-32-le")
-        changes = np.flatnonzero(lone[1:] != lone[:-1]) + 1
-        run_starts = np.concatenate(([0], changes))
-        # a run none of whose characters starts a key has no cluster a rule rewrites: it stays as it is
-        starts_key = self.starts_key
-        keyed = (np.ones(len(run_starts), bool) if starts_key is None
-                 else np.logical_or.reduceat(starts_key[code_points], run_starts))
+        changes = (np.flatnonzero(by_character[1:] != by_character[:-1]) + 1).tolist()
         pieces = []
-        for start, end, has_key in zip(run_starts.tolist(), [*changes.tolist(), len(text)], keyed.tolist()):
-            if lone[start]:
+        for start, end in zip([0, *changes], [*changes, len(text)]):
+            if by_character[start]:
                 pieces.append(out[ends[start - 1] if start else 0 : ends[end - 1]].tobytes().decode("utf-32-le"))
-            elif not has_key:
-                pieces.append(text[start:end])
             else:
                 pieces.append("".join(map(self.rewrite_cluster, _CLUSTER.findall(text, start, end))))
         return "".join(pieces)
