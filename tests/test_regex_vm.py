@@ -29,6 +29,7 @@ from crayon.reference.regex_vm import (
     SPACE_BIT,
     TABLE_FILE,
     WORD_BIT,
+    RegexSplit,
     compile_regex,
     findall,
     unicode_signatures,
@@ -278,3 +279,90 @@ def test_hf_pipelines_run_compiled_with_hf_ids(name, small_training_text):
         assert (tok.engine.compiled_splits is not None) == (name in COMPILED_CONFIGS)
     text = corpus_sample()
     assert tok.encode(text, allowed_special="all") == hf.encode(text, add_special_tokens=False).ids
+
+
+# one-character splits, fused into one pass (CharacterSplits) against the same splits run one after another by the
+# regex VM; an isolating split before a removing one whose sets overlap, and invalid UTF-8 bytes among the text
+ONE_CHARACTER_SPLITS = {
+    "bert": [RegexSplit(r"\p{White_Space}", behavior="removed"), RegexSplit(r"[\p{P}!-/:-@\[-`{-~]")],
+    "isolate-then-remove": [RegexSplit(r"(?![\-])[\p{P}\s]"), RegexSplit(r"[,\s\u00e9]", behavior="removed"),
+                            RegexSplit("[\u4e00-\u9fff]|[\u0300-\u036f]")],
+    "merged-with-next": [RegexSplit("\u2581", behavior="merged_with_next")],
+    "merged-with-previous": [RegexSplit(r"[\s,\u00e9]", behavior="merged_with_previous")],
+}
+CHARACTER_SPLIT_TEXT = st.lists(st.one_of(st.sampled_from(["a", "é", "e\u0301", ",", "-", " ", "\u3000", "\t", "中", "\u2581",
+                                                           "!", "¿", "\u2028", "\U0001F600", "ab", "\x00"]),
+                                          st.text(st.characters(codec="utf-8"), max_size=3)), max_size=30).map("".join)
+
+
+class SplitsOf:
+    """A pre-tokenizer made of these splits."""
+
+    def __init__(self, splits):
+        self.splits = splits
+
+    def regex_splits(self):
+        return self.splits, False
+
+
+def one_by_one_and_fused(splits: list[RegexSplit]):
+    from crayon.jit.regex_vm import (SPLIT_BEHAVIORS, CharacterSplits, CompiledSplits, compiled_splits_of,
+                                     program_tables, split_pieces)
+
+    assert all(CharacterSplits.takes(split) for split in splits)
+    fused = CompiledSplits([CharacterSplits(splits)])
+    assert len(compiled_splits_of(SplitsOf(splits)).steps) == 1
+
+    def one_by_one(data, ends):
+        kept = np.ones(len(ends), np.uint8)
+        for split in splits:
+            program = compile_regex(split.pattern)
+            ends, kept = split_pieces(data, ends, kept, program_tables(program), SPLIT_BEHAVIORS.index(split.behavior),
+                                      False)
+        return ends, kept
+
+    return one_by_one, fused
+
+
+def kept_pieces(data, ends, kept) -> list[bytes]:
+    starts = [0, *ends.tolist()]
+    return [data[start:end].tobytes() for start, end, keep in zip(starts, starts[1:], kept.tolist())
+            if keep and end > start]
+
+
+@pytest.mark.parametrize("name", ONE_CHARACTER_SPLITS)
+@settings(max_examples=200, deadline=None)
+@given(texts=st.lists(CHARACTER_SPLIT_TEXT, min_size=1, max_size=4), invalid=st.booleans())
+def test_fused_one_character_splits_match_the_splits_one_by_one(name, texts, invalid):
+    one_by_one, fused = one_by_one_and_fused(ONE_CHARACTER_SPLITS[name])
+    encoded = [text.encode("utf-8") + (b"\xff\xe4\xb8" if invalid else b"") for text in texts]
+    data = np.frombuffer(b"".join(encoded), np.uint8)
+    text_ends = np.cumsum([len(part) for part in encoded]).astype(np.int64)
+    ends, kept = fused.split(data, text_ends)
+    assert kept_pieces(data, ends, kept) == kept_pieces(data, *one_by_one(data, text_ends))
+    assert set(text_ends.tolist()) <= set(ends.tolist()) | {0}  # no piece crosses a text's end
+
+
+@pytest.mark.parametrize("name", ONE_CHARACTER_SPLITS)
+def test_fused_one_character_splits_match_on_every_code_point(name):
+    one_by_one, fused = one_by_one_and_fused(ONE_CHARACTER_SPLITS[name])
+    text = "".join("a" + chr(code_point) for code_point in range(0x110000) if not 0xD800 <= code_point < 0xE000)
+    data = np.frombuffer(text.encode("utf-8"), np.uint8)
+    text_ends = np.array([len(data)], np.int64)
+    assert kept_pieces(data, *fused.split(data, text_ends)) == kept_pieces(data, *one_by_one(data, text_ends))
+
+
+def test_merging_splits_are_not_fused_with_others():
+    from crayon.jit.regex_vm import compiled_splits_of
+
+    splits = [RegexSplit(r"\s", behavior="removed"), RegexSplit(",", behavior="merged_with_next"),
+              RegexSplit("-", behavior="merged_with_previous"), RegexSplit(r"\p{P}")]
+    assert len(compiled_splits_of(SplitsOf(splits)).steps) == 4
+
+
+def test_only_one_character_patterns_are_fused():
+    from crayon.jit.regex_vm import matches_one_character
+
+    assert matches_one_character(r"\s") and matches_one_character(r"(?![a])[\p{L}]|[0-9]")
+    for pattern in (r"\s+", r"ab", r"(?=ab)a", r"a|bc", r"^a", r"a(?!b)", r"(?:)"):
+        assert not matches_one_character(pattern), pattern

@@ -239,6 +239,23 @@ def _bert_clean_masks() -> tuple[np.ndarray, np.ndarray]:
 
 
 @functools.lru_cache(maxsize=1)
+def _cjk_ideograph_mask() -> np.ndarray:
+    return code_point_mask(bool, _CJK_IDEOGRAPH.pattern)
+
+
+def _spaced_ideographs(code_points: np.ndarray) -> np.ndarray:
+    """The code points with a space on each side of every CJK ideograph (``handle_chinese_chars``)."""
+    ideographs = _cjk_ideograph_mask()[code_points]
+    if not ideographs.any():
+        return code_points
+    ends = np.cumsum(np.where(ideographs, 3, 1))
+    spaced = np.repeat(code_points, np.where(ideographs, 3, 1))
+    spaced[ends[ideographs] - 3] = ord(" ")
+    spaced[ends[ideographs] - 1] = ord(" ")
+    return spaced
+
+
+@functools.lru_cache(maxsize=1)
 def _bert_marks_mask() -> np.ndarray:
     return code_point_mask(bool, _BERT_MN.pattern)
 
@@ -262,14 +279,16 @@ class BertNormalizer(Normalizer):
         self._strips = lowercase if strip_accents is None else strip_accents
 
     def __call__(self, text: str) -> str:
-        if self.clean_text:
-            removed, to_space = _bert_clean_masks()
+        spaces_ideographs = self.handle_chinese_chars and not text.isascii()
+        if self.clean_text or spaces_ideographs:
             code_points = np.frombuffer(text.encode("utf-32-le"), np.uint32)
-            kept = code_points[~removed[code_points]]
-            kept[to_space[kept]] = ord(" ")
-            text = kept.tobytes().decode("utf-32-le")
-        if self.handle_chinese_chars and not text.isascii():
-            text = _CJK_IDEOGRAPH.sub(r" \1 ", text)
+            if self.clean_text:
+                removed, to_space = _bert_clean_masks()
+                code_points = code_points[~removed[code_points]]
+                code_points[to_space[code_points]] = ord(" ")
+            if spaces_ideographs:
+                code_points = _spaced_ideographs(code_points)
+            text = code_points.tobytes().decode("utf-32-le")
         if self._strips and not text.isascii():
             text = remove_code_points(_NFD(text), _bert_marks_mask())
         return _LOWERCASE(text) if self.lowercase else text

@@ -92,11 +92,30 @@ class CharsMap:
     @functools.cached_property
     def single_char_keys(self) -> np.ndarray:
         """The code points of the characters that are keys on their own."""
+        return self._first_characters[0]
+
+    @functools.cached_property
+    def starts_key(self) -> np.ndarray | None:
+        """Per code point: whether some key starts with that character; None where a key ends inside a
+        character's UTF-8 bytes (a cluster could then match a key whatever its characters)."""
+        starts = self._first_characters[1]
+        if starts is None:
+            return None
+        mask = np.zeros(0x110000, bool)
+        mask[starts] = True
+        return mask
+
+    @functools.cached_property
+    def _first_characters(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """(the code points that are keys on their own, the code points some key starts with, or None where a key
+        ends inside a character), from a walk of the trie's first character of every key."""
         units = self.units
         nodes = np.array([self._offset(int(units[0]))], np.int64)
         prefixes = np.zeros(1, np.int64)  # the bytes walked so far, big-endian in an int
         labels = np.arange(1, 256, dtype=np.int64)
         keys: list[int] = []
+        starts: list[int] = []
+        partial_key = False
         for depth in range(1, 5):
             positions = (nodes[:, None] ^ labels[None, :]).ravel()
             bytes_walked = np.broadcast_to(labels, (len(nodes), 255)).ravel()
@@ -109,14 +128,18 @@ class CharsMap:
             length = np.where(lead < 0x80, 1, np.where(lead < 0xE0, 2, np.where(lead < 0xF0, 3, 4)))
             complete = length == depth
             has_leaf = (units[positions] >> 8) & 1 == 1
-            for value in walked[complete & has_leaf].tolist():
+            partial_key |= bool((has_leaf & ~complete).any())
+            for value, leaf in zip(walked[complete].tolist(), has_leaf[complete].tolist()):
                 try:
-                    keys.append(ord(value.to_bytes(depth, "big").decode("utf-8")))
+                    code_point = ord(value.to_bytes(depth, "big").decode("utf-8"))
                 except (UnicodeDecodeError, TypeError):
                     raise FormatError("precompiled_charsmap: a key is not UTF-8") from None
+                starts.append(code_point)
+                if leaf:
+                    keys.append(code_point)
             offsets = (units[positions] >> 10) << ((units[positions] & (1 << 9)) >> 6)
             nodes, prefixes = (positions ^ offsets)[~complete], walked[~complete]
-        return np.array(sorted(set(keys)), np.int64)
+        return np.array(sorted(set(keys)), np.int64), None if partial_key else np.array(sorted(set(starts)), np.int64)
 
     @functools.cached_property
     def _rules(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -166,8 +189,8 @@ class CharsMap:
         """``text`` normalized as HF's ``Precompiled`` normalizer does.
 
         A character whose Grapheme_Cluster_Break is Other, Control or LF, between two such characters (or the
-        text's ends), is a cluster of its own: those are rewritten character by character with numpy, the runs
-        of other characters cluster by cluster."""
+        text's ends), is a cluster of its own: those are rewritten character by character with numpy, as are the
+        runs of other characters none of which starts a key; the other runs cluster by cluster."""
         if not text:
             return text
         code_points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
@@ -175,16 +198,23 @@ class CharsMap:
         lone = simple.copy()
         lone[1:] &= simple[:-1]
         lone[:-1] &= simple[1:]
+        # rewritten character by character: the clusters of their own, and the runs of other characters none of
+        # which starts a key (no cluster there has a rule: they stay as they are)
+        by_character = lone.copy()
+        if self.starts_key is not None and not lone.all():
+            run_starts = np.concatenate(([0], np.flatnonzero(lone[1:] != lone[:-1]) + 1))
+            keyed = np.logical_or.reduceat(self.starts_key[code_points], run_starts)
+            by_character |= np.repeat(~keyed, np.diff(np.append(run_starts, len(code_points))))
         ruled = lone & self._rules[0][code_points]
-        if lone.all() and not ruled.any():
+        if by_character.all() and not ruled.any():
             return text
         out, ends = self._rewrite_each(code_points, ruled)
-        if lone.all():
+        if by_character.all():
             return out.tobytes().decode("utf-32-le")
-        changes = (np.flatnonzero(lone[1:] != lone[:-1]) + 1).tolist()
+        changes = (np.flatnonzero(by_character[1:] != by_character[:-1]) + 1).tolist()
         pieces = []
         for start, end in zip([0, *changes], [*changes, len(text)]):
-            if lone[start]:
+            if by_character[start]:
                 pieces.append(out[ends[start - 1] if start else 0 : ends[end - 1]].tobytes().decode("utf-32-le"))
             else:
                 pieces.append("".join(map(self.rewrite_cluster, _CLUSTER.findall(text, start, end))))

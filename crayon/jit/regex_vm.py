@@ -12,6 +12,7 @@ Like ``crayon.jit.pretokenize``, an invalid UTF-8 byte is one character; it is m
 
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import Sequence
 
@@ -37,9 +38,15 @@ from crayon.reference.regex_vm import (
     SPLIT,
     SPLIT_BEHAVIORS,
     UNBOUNDED,
+    Alt,
+    CharSet,
+    Look,
     MetaspaceSplit,
     Program,
+    RegexSplit,
+    Seq,
     compile_regex,
+    parse,
 )
 
 # Backtracking entries, as in the reference.
@@ -304,6 +311,64 @@ def kept_text(data, ends, kept):
     return out[:n], out_ends[:count]
 
 
+# a character's action in a fused run of one-character splits (``CharacterSplits``)
+IN_WORD, REMOVE_CHARACTER, ISOLATE_CHARACTER, BREAK_BEFORE, BREAK_AFTER = range(5)
+
+
+@njit(cache=True, nogil=True)
+def split_characters(data, piece_ends, piece_kept, actions, invalid_action):
+    """One-character splits fused (``CharacterSplits``) on the kept pieces: a character whose action (``actions``
+    by code point, ``invalid_action`` for an invalid byte) is REMOVE_CHARACTER becomes a piece not kept, one whose
+    action is ISOLATE_CHARACTER a piece of its own, one whose action is BREAK_BEFORE (BREAK_AFTER) starts (ends) a
+    piece, the runs of the other characters are pieces; the new (ends, kept) of the whole text, as
+    ``split_pieces`` gives them for the splits one after the other."""
+    out_ends = np.empty(data.shape[0] + piece_ends.shape[0] + 1, np.int64)
+    out_kept = np.empty(out_ends.shape[0], np.uint8)
+    n = 0
+    start = 0
+    for piece in range(piece_ends.shape[0]):
+        stop = piece_ends[piece]
+        if not piece_kept[piece]:
+            out_ends[n], out_kept[n] = stop, 0
+            n += 1
+            start = stop
+            continue
+        run_start = start
+        pos = start
+        while pos < stop:
+            lead = data[pos]
+            if lead < 0x80:
+                action, length = actions[lead], 1
+            else:
+                code_point, length = decode_multibyte(data, pos, stop)
+                if length == 0:
+                    action, length = invalid_action, 1
+                else:
+                    action = actions[code_point]
+            if action == BREAK_BEFORE:
+                if pos > run_start:
+                    out_ends[n], out_kept[n] = pos, 1
+                    n += 1
+                run_start = pos
+            elif action == BREAK_AFTER:
+                out_ends[n], out_kept[n] = pos + length, 1
+                n += 1
+                run_start = pos + length
+            elif action != IN_WORD:
+                if pos > run_start:
+                    out_ends[n], out_kept[n] = pos, 1
+                    n += 1
+                out_ends[n], out_kept[n] = pos + length, 1 if action == ISOLATE_CHARACTER else 0
+                n += 1
+                run_start = pos + length
+            pos += length
+        if stop > run_start:
+            out_ends[n], out_kept[n] = stop, 1
+            n += 1
+        start = stop
+    return out_ends[:n], out_kept[:n]
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def apply_behavior(ends, is_match, count, behavior, out_ends, out_kept, n):
     """HF's split behaviors (``split_text``) on the ``count`` slices of one piece: append the resulting pieces
@@ -340,6 +405,93 @@ def _read_only(data: np.ndarray) -> np.ndarray:
     return view
 
 
+def matches_one_character(pattern: str, multiline: bool = False) -> bool:
+    """Whether every match of the pattern is one character, found by that character alone: a character set, an
+    alternation of such patterns, or such a pattern after lookaheads that are."""
+    def one_character(node) -> bool:
+        if isinstance(node, CharSet):
+            return True
+        if isinstance(node, Alt):
+            return bool(node.options) and all(map(one_character, node.options))
+        if isinstance(node, Seq) and node.items:
+            *looks, last = node.items
+            return all(isinstance(look, Look) and one_character(look.item) for look in looks) and one_character(last)
+        return False
+
+    return one_character(parse(pattern, multiline=multiline))
+
+
+class CharacterSplits:
+    """Splits whose patterns match one character (``matches_one_character``) as one pass (``split_characters``):
+    consecutive ones that remove or isolate their matches (a character is removed if a split that matches it
+    removes, isolated if one matches it and none removes, else part of a run), or one that merges its matches
+    with the next or the previous text (a match starts or ends a piece). ``tables`` holds the action per code
+    point and for an invalid UTF-8 byte (matched by the programs' class of invalid bytes)."""
+
+    FUSED_BEHAVIORS = ("removed", "isolated")
+    BEHAVIORS = (*FUSED_BEHAVIORS, "merged_with_next", "merged_with_previous")
+
+    def __init__(self, splits: Sequence[RegexSplit]):
+        self.splits = tuple(splits)
+        for split in self.splits:  # a pattern the compiler refuses is refused here, not at the first encode
+            compile_regex(split.pattern, multiline=split.multiline)
+
+    @property
+    def tables(self) -> tuple[np.ndarray, int]:
+        """(actions, invalid_action), built on first use (once for equal splits)."""
+        return _character_tables(self.splits)
+
+    @classmethod
+    def takes(cls, split) -> bool:
+        return (isinstance(split, RegexSplit) and split.behavior in cls.BEHAVIORS and not split.invert
+                and matches_one_character(split.pattern, split.multiline))
+
+    def fuses_with(self, split: RegexSplit) -> bool:
+        """Whether ``split`` (one ``takes``) can join these splits' pass."""
+        return all(behavior in self.FUSED_BEHAVIORS for behavior in (split.behavior, self.splits[-1].behavior))
+
+
+@functools.lru_cache(maxsize=16)
+def _character_tables(splits: tuple[RegexSplit, ...]) -> tuple[np.ndarray, int]:
+    actions = np.zeros(0x110000, np.uint8)
+    invalid_action = IN_WORD
+    for split in splits:  # removing wins over isolating, whichever comes first
+        matched, invalid_matched = _matched_characters(compile_regex(split.pattern, multiline=split.multiline))
+        if split.behavior in ("merged_with_next", "merged_with_previous"):  # a split alone (``fuses_with``)
+            action = BREAK_BEFORE if split.behavior == "merged_with_next" else BREAK_AFTER
+            actions[matched] = action
+            invalid_action = action if invalid_matched else invalid_action
+        elif split.behavior == "removed":
+            actions[matched] = REMOVE_CHARACTER
+            invalid_action = REMOVE_CHARACTER if invalid_matched else invalid_action
+        else:
+            actions[matched & (actions == IN_WORD)] = ISOLATE_CHARACTER
+            invalid_action = ISOLATE_CHARACTER if invalid_matched and invalid_action == IN_WORD else invalid_action
+    actions.flags.writeable = False
+    return actions, invalid_action
+
+
+def _matched_characters(program: Program) -> tuple[np.ndarray, bool]:
+    """(whether each code point is a match of the one-character ``program``, whether an invalid byte is): the
+    program sees a character's class alone, so one character of each class is matched, by ``find_spans``."""
+    code_points = np.arange(0x110000, dtype=np.int64)
+    blocks = program.block_index[code_points >> BLOCK_SHIFT].astype(np.int64)
+    classes = program.block_classes[(blocks << BLOCK_SHIFT) | (code_points & (BLOCK_SIZE - 1))].astype(np.int64)
+    classes &= CLASS_MASK
+    not_surrogate = (code_points < 0xD800) | (code_points > 0xDFFF)  # never decoded from UTF-8
+    found, first = np.unique(classes[not_surrogate], return_index=True)
+    tables = program_tables(program)
+
+    def is_match(encoded: bytes) -> bool:
+        ends, matched = find_spans_kernel(_read_only(np.frombuffer(encoded, np.uint8)), tables)
+        return len(ends) == 1 and bool(matched[0]) and ends[0] == len(encoded)
+
+    class_matched = np.zeros(CLASS_MASK + 1, bool)
+    for klass, code_point in zip(found.tolist(), code_points[not_surrogate][first].tolist()):
+        class_matched[klass] = is_match(chr(code_point).encode("utf-8"))
+    return class_matched[classes] & not_surrogate, is_match(b"\xff")
+
+
 class CompiledSplits:
     """A pre-tokenizer as compiled steps, after an optional space put before text that does not start with one
     (HF ByteLevel's ``add_prefix_space``): regex splits ``(program, behavior, invert)``, each on the pieces the
@@ -347,7 +499,7 @@ class CompiledSplits:
     change the text: ``run`` takes them, ``split`` and calling refuse them."""
 
     def __init__(self, steps: list[tuple[Program, str, bool] | MetaspaceSplit], *, add_prefix_space: bool = False):
-        self.steps = [step if isinstance(step, MetaspaceSplit) else
+        self.steps = [step if isinstance(step, (MetaspaceSplit, CharacterSplits)) else
                       (program_tables(step[0]), SPLIT_BEHAVIORS.index(step[1]), step[2]) for step in steps]
         self.add_prefix_space = add_prefix_space
         self.rewrites_text = any(isinstance(step, MetaspaceSplit) for step in self.steps)
@@ -379,8 +531,14 @@ class CompiledSplits:
                 data = _read_only(data)
                 text_ends = np.concatenate(([0], mapped))[pieces_before]
             else:
-                ends, kept = split_pieces(data, ends, kept, *step)
+                ends, kept = self._split(data, ends, kept, step)
         return data, ends, kept, text_ends
+
+    @staticmethod
+    def _split(data: np.ndarray, ends: np.ndarray, kept: np.ndarray, step) -> tuple[np.ndarray, np.ndarray]:
+        if isinstance(step, CharacterSplits):
+            return split_characters(data, ends, kept, *step.tables)
+        return split_pieces(data, ends, kept, *step)
 
     def split(self, data: np.ndarray, piece_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(ends, kept) of the spans of the pieces data[piece_ends[i - 1]:piece_ends[i]] (each a text)."""
@@ -388,7 +546,7 @@ class CompiledSplits:
             raise TypeError("these steps rewrite the text: use run()")
         ends, kept = piece_ends.astype(np.int64), np.ones(len(piece_ends), np.uint8)
         for step in self.steps:
-            ends, kept = split_pieces(data, ends, kept, *step)
+            ends, kept = self._split(data, ends, kept, step)
         return ends, kept
 
     def __call__(self, encoded: bytes) -> tuple[np.ndarray, np.ndarray]:
@@ -417,9 +575,16 @@ def compiled_splits_of(pretokenizer, *, rewrites: bool = False) -> CompiledSplit
         if not rewrites and any(isinstance(split, MetaspaceSplit) for split in splits):
             raise UnsupportedComponentError("Metaspace before a byte-level model (its compiled form takes no "
                                             "rewritten text)")
-        steps = [split if isinstance(split, MetaspaceSplit) else
-                 (compile_regex(split.pattern, multiline=split.multiline), split.behavior, split.invert)
-                 for split in splits]
+        steps = []
+        for split in splits:
+            if CharacterSplits.takes(split):  # one pass for a run of one-character splits
+                if steps and isinstance(steps[-1], CharacterSplits) and steps[-1].fuses_with(split):
+                    steps[-1] = CharacterSplits([*steps[-1].splits, split])
+                else:
+                    steps.append(CharacterSplits([split]))
+            else:
+                steps.append(split if isinstance(split, MetaspaceSplit) else
+                             (compile_regex(split.pattern, multiline=split.multiline), split.behavior, split.invert))
         return CompiledSplits(steps, add_prefix_space=add_prefix_space)
     except UnsupportedComponentError as error:
         if str(error) not in _WARNED:
