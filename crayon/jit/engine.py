@@ -332,12 +332,14 @@ class JitEngine:
         splits = self.compiled_splits
         data, text_ends = splits.prepare_batch(texts if self._normalizer is None else list(map(self._normalizer, texts)))
         ends, kept = splits.split(data, text_ends)
-        starts = np.concatenate(([0], ends[:-1])) if len(ends) else ends
-        kept_bytes = np.zeros(len(ends) + 1, np.int64)
-        np.cumsum(np.where(kept != 0, ends - starts, 0), out=kept_bytes[1:])
-        kept_text_ends = kept_bytes[np.searchsorted(ends, text_ends, side="right")]
-        data, ends = kept_text(data, ends, kept)
-        data.flags.writeable = False
+        kept_text_ends = text_ends
+        if not kept.all():
+            starts = np.concatenate(([0], ends[:-1])) if len(ends) else ends
+            kept_bytes = np.zeros(len(ends) + 1, np.int64)
+            np.cumsum(np.where(kept != 0, ends - starts, 0), out=kept_bytes[1:])
+            kept_text_ends = kept_bytes[np.searchsorted(ends, text_ends, side="right")]
+            data, ends = kept_text(data, ends, kept)
+            data.flags.writeable = False
         tokens = self.encode_span_ends(data, ends)
         token_ends = np.cumsum(self._token_lengths().take(tokens))
         offsets = np.zeros(len(texts) + 1, np.int64)
