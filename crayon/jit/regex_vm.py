@@ -321,6 +321,37 @@ def kept_text(data, ends, kept):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
+def longest_slice(ends):
+    """The length of the longest slice data[ends[i - 1]:ends[i]] (from 0)."""
+    longest = 0
+    start = 0
+    for end in ends:
+        longest = max(longest, end - start)
+        start = end
+    return longest
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def text_token_offsets(tokens, token_lengths, text_ends, offsets):
+    """Cut the tokens of texts that follow one another (text i's bytes end at text_ends[i]; a token never crosses
+    a text) into the texts: offsets[i + 1] = how many tokens end within the first i + 1 texts. Returns False,
+    writing nothing more, at a token outside ``token_lengths``."""
+    n = 0
+    done = 0
+    offsets[0] = 0
+    for i in range(text_ends.shape[0]):
+        while n < tokens.shape[0]:
+            if tokens[n] >= token_lengths.shape[0]:
+                return False
+            if done + token_lengths[tokens[n]] > text_ends[i]:
+                break
+            done += token_lengths[tokens[n]]
+            n += 1
+        offsets[i + 1] = n
+    return True
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def apply_behavior(ends, is_match, count, behavior, out_ends, out_kept, n):
     """HF's split behaviors (``split_text``) on the ``count`` slices of one piece: append the resulting pieces
     to out_ends/out_kept from n (removed text is written as a piece not kept); returns the new n."""
