@@ -72,6 +72,9 @@ CONSTRUCT_PATTERNS = [
     r"\p{Lu}\p{Ll}+|\P{Lu}", r"[\u4e00-\u9fff]+|.", r".$|.", r"a$|.", r"\n\Z|.",
     r"\x41|\u00e9|\U0001F600|\N{SNOWMAN}|.", r"[\]\-^]+|.", r"[-a]+|[a-]|.", r"(?P<word>\w+)|.",
     r"(a|ab)(c|bcd)|.", r"(?:a|b)*?c|.", r"[\s\S]", r"(?s:.)", r"\.+|[^.]",
+    # one character each, made one set by the compiler (unions, lookahead differences and intersections)
+    r"(?:[a-c]|(?![\x00-\x7f])\p{L})+|.", r"(?:(?=[a-m])\p{Ll})+|.", r"(?:x|y|[0-9]|é)+?b|.",
+    r"(?:(?!\s)\S|\n){1,3}|.", r"(?i:k|ß)+|\s+(?!\S)|\s+",
 ]
 
 
@@ -90,6 +93,12 @@ def regex_slices(pattern: str, text: str, flags: int = 0) -> list[tuple[int, int
     if previous < len(text):
         slices.append((previous, len(text), False))
     return slices
+
+
+def code_point_classes(program) -> np.ndarray:
+    """The class of every code point under a compiled program."""
+    code_points = np.arange(CODE_POINTS)
+    return program.block_classes[(program.block_index[code_points >> 7].astype(np.int64) << 7) | (code_points & 127)]
 
 
 def assert_matches_regex(pattern: str, text: str, multiline: bool = False, reference: bool = True) -> None:
@@ -150,9 +159,7 @@ def test_every_short_tuple_of_character_classes(name):
     """wordchipper's enumeration: a representative of each class of the program (and of the tricky fragments),
     in every tuple of up to three."""
     program = compile_regex(TOKENIZER_PATTERNS[name])
-    code_points = np.arange(CODE_POINTS)
-    classes = program.block_classes[(program.block_index[code_points >> 7].astype(np.int64) << 7) | (code_points & 127)]
-    _, first = np.unique(classes, return_index=True)
+    _, first = np.unique(code_point_classes(program), return_index=True)
     alphabet = sorted({chr(code_point) for code_point in first if not 0xD800 <= code_point < 0xE000}
                       | {"'", "s", "S", "l", "L", "e", "\r", "\n", " ", "a", "1"})
     text = "".join(
@@ -180,13 +187,30 @@ def test_multiline_anchors_match_regex(text):
 @pytest.mark.parametrize("pattern, construct", [
     (r"(?<=a)b", "lookbehind"), (r"(?<!a)b", "lookbehind"), (r"(a)\1", "backreference"),
     (r"\bword", "word boundary"), (r"a*", "empty string"), (r"(?:a?)+b", "empty string"),
-    (r"\p{Greek}", r"\p{Greek}"), (r"(?x)a", "flags"), ("|".join(f"\\u{c:04x}" for c in range(0x100, 0x142)),
+    (r"\p{Greek}", r"\p{Greek}"), (r"(?x)a", "flags"), ("|".join(f"\\u{c:04x}x" for c in range(0x100, 0x142)),
                                                         "more than 64"),
     (r"(?i:\p{Lu})", "case-insensitive"), (r"[[:alpha:]]", "POSIX"), (r"(?i)[\u0100-\u3000]", "wide"),
 ])
 def test_unsupported_constructs_are_named(pattern, construct):
     with pytest.raises(UnsupportedComponentError, match=regex.escape(construct)):
         compile_regex(pattern)
+
+
+@pytest.mark.parametrize("name", sorted(TOKENIZER_PATTERNS))
+def test_pinned_patterns_compile_to_the_unpinned_program(name):
+    """The form HF files are read in (``pin_unicode_classes``: ``(?:[ASCII]|(?![WRONG])\\p{L})`` where the installed
+    ``regex`` is not Unicode 16) is one set a character, as the pattern is: the same program, the same speed."""
+    pattern = TOKENIZER_PATTERNS[name]
+    program, pinned = compile_regex(pattern), compile_regex(pin_unicode_classes(pattern))
+    assert np.array_equal(program.instructions, pinned.instructions)
+    assert np.array_equal(program.class_bits, pinned.class_bits)
+    assert np.array_equal(code_point_classes(program), code_point_classes(pinned))
+
+
+def test_one_character_alternatives_are_one_step():
+    explicit = compile_regex(r"(?:[A-Za-z]|(?![\x00-\x7f\u0558])\p{L})+")
+    assert explicit.listing() == compile_regex(r"\p{L}+").listing() == "   0 RUN 0 1 -1\n   1 MATCH 0 0 0"
+    assert explicit.class_of(ord("\u0558")) != explicit.class_of(ord("a")) == explicit.class_of(ord("é"))
 
 
 def test_invalid_utf8_is_one_character_per_byte():

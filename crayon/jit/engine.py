@@ -33,7 +33,7 @@ from crayon.jit.id_lists import id_list, id_lists, joined_ids, shared_ids
 from crayon.jit.kernels import ENCODERS, SPAN_BATCH
 from crayon.jit.long_text import LongTexts, joined_arrays
 from crayon.jit.pretokenize import PATTERN_IDS, jit_pattern_of, unicode_tables
-from crayon.jit.regex_vm import compiled_splits_of, kept_text
+from crayon.jit.regex_vm import compiled_splits_of, kept_text, longest_slice, text_token_offsets
 from crayon.jit.status import NEED_SCRATCH, raise_for_status
 from crayon.jit.tables import build_bpe_tables, check_bpe_tables, kernel_tables
 from crayon.reference.cache import DEFAULT_BUCKETS, DEFAULT_LONG_ROWS, DEFAULT_LONGER_ROWS, LONGER_ROW_WORDS
@@ -234,7 +234,7 @@ class JitEngine:
         """Tokens (uint32) of the spans data[ends[i - 1]:ends[i]] (from 0) of read-only UTF-8 ``data``."""
         out = np.empty(len(data), np.uint32)
         status = self.kernels.encode_spans_kernel(data, ends, self.kernel_tables, self._encoder_id,
-                                                  *self._buffers(int(np.diff(ends, prepend=0).max(initial=0)), len(data)), out)
+                                                  *self._buffers(int(longest_slice(ends)), len(data)), out)
         if status < 0:
             raise_for_status(status, data, self.tables["byte_tokens"])
         return out[:status]
@@ -328,20 +328,22 @@ class JitEngine:
     def _encode_compiled_flat(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """``encode_ordinary_flat`` with the compiled pre-tokenizer: all texts split at once, then one span kernel
         call on all their spans. A span never crosses a text and each token's bytes are its span's, so text i's
-        tokens are those whose bytes end within its kept text: a search over the tokens' cumulative lengths."""
+        tokens are those whose bytes end within its kept text (``text_token_offsets``)."""
         splits = self.compiled_splits
         data, text_ends = splits.prepare_batch(texts if self._normalizer is None else list(map(self._normalizer, texts)))
         ends, kept = splits.split(data, text_ends)
-        starts = np.concatenate(([0], ends[:-1])) if len(ends) else ends
-        kept_bytes = np.zeros(len(ends) + 1, np.int64)
-        np.cumsum(np.where(kept != 0, ends - starts, 0), out=kept_bytes[1:])
-        kept_text_ends = kept_bytes[np.searchsorted(ends, text_ends, side="right")]
-        data, ends = kept_text(data, ends, kept)
-        data.flags.writeable = False
+        kept_text_ends = text_ends
+        if not kept.all():
+            starts = np.concatenate(([0], ends[:-1])) if len(ends) else ends
+            kept_bytes = np.zeros(len(ends) + 1, np.int64)
+            np.cumsum(np.where(kept != 0, ends - starts, 0), out=kept_bytes[1:])
+            kept_text_ends = kept_bytes[np.searchsorted(ends, text_ends, side="right")]
+            data, ends = kept_text(data, ends, kept)
+            data.flags.writeable = False
         tokens = self.encode_span_ends(data, ends)
-        token_ends = np.cumsum(self._token_lengths().take(tokens))
-        offsets = np.zeros(len(texts) + 1, np.int64)
-        offsets[1:] = np.searchsorted(token_ends, kept_text_ends, side="right")
+        offsets = np.empty(len(texts) + 1, np.int64)
+        if not text_token_offsets(tokens, self._token_lengths(), kept_text_ends, offsets):
+            raise CartridgeError("the BPE tables are corrupt: a token id outside the vocabulary came out")
         return tokens, offsets
 
     def _token_lengths(self) -> np.ndarray:

@@ -33,6 +33,7 @@ from crayon.reference.regex_vm import (
     JUMP,
     LOOK,
     LOOK_END,
+    MATCH,
     RUN,
     RUN_POSSESSIVE,
     SPLIT,
@@ -60,16 +61,33 @@ REMOVED, ISOLATED, MERGED_WITH_PREVIOUS, MERGED_WITH_NEXT, CONTIGUOUS = (SPLIT_B
 
 
 def program_tables(program: Program) -> tuple:
-    """The tuple of arrays the kernels take: (block_index, block_classes, class_bits, can_start, instructions,
-    guards, invalid_class as a one-element array)."""
+    """The tuple of arrays the kernels take: (block_index, block_classes, class_bits, can_start, instructions
+    (``without_needless_backtracking``), guards, invalid_class as a one-element array)."""
     arrays = (program.block_index, program.block_classes, program.class_bits, program.can_start,
-              program.instructions, program.guards, np.array([program.invalid_class], np.int64))
+              without_needless_backtracking(program.instructions), program.guards,
+              np.array([program.invalid_class], np.int64))
     views = []
     for array in arrays:
         view = np.ascontiguousarray(array).view()
         view.flags.writeable = False
         views.append(view)
     return tuple(views)
+
+
+def without_needless_backtracking(instructions: np.ndarray) -> np.ndarray:
+    """The same program with less work per match: a JUMP that leads (through JUMPs) to MATCH is a MATCH, and a
+    RUN right before MATCH is possessive (nothing after it can fail, so no shorter run is ever tried)."""
+    code = np.array(instructions, copy=True)
+    for pc in range(len(code)):
+        target = pc
+        while code[target, 0] == JUMP:
+            target = code[target, 1]
+        if code[target, 0] == MATCH:
+            code[pc] = code[target]
+    for pc in range(len(code) - 1):
+        if code[pc, 0] == RUN and code[pc + 1, 0] == MATCH:
+            code[pc, 0] = RUN_POSSESSIVE
+    return code
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -271,8 +289,6 @@ def split_pieces(data, piece_ends, piece_kept, tables, behavior, invert):
     (ends, kept) of the whole text; pieces not kept stay as they are."""
     entries = np.empty(data.shape[0], np.uint16)
     classify_bytes(data, 0, data.shape[0], tables, entries)
-    slice_ends = np.empty(data.shape[0] + 1, np.int64)
-    slice_match = np.empty(data.shape[0] + 1, np.uint8)
     out_ends = np.empty(data.shape[0] + piece_ends.shape[0] + 1, np.int64)
     out_kept = np.empty(out_ends.shape[0], np.uint8)
     stack = np.empty((64, 4), np.int64)
@@ -283,12 +299,12 @@ def split_pieces(data, piece_ends, piece_kept, tables, behavior, invert):
         if not piece_kept[piece]:
             out_ends[n], out_kept[n] = stop, 0
             n += 1
-        else:
-            count, stack = piece_slices(data, entries, start, stop, tables, stack, slice_ends, slice_match)
+        else:  # the slices go where the pieces they make go: apply_behavior never writes past what it has read
+            count, stack = piece_slices(data, entries, start, stop, tables, stack, out_ends[n:], out_kept[n:])
             if invert:
-                for i in range(count):
-                    slice_match[i] = 1 - slice_match[i]
-            n = apply_behavior(slice_ends, slice_match, count, behavior, out_ends, out_kept, n)
+                for i in range(n, n + count):
+                    out_kept[i] = 1 - out_kept[i]
+            n = apply_behavior(out_ends[n:], out_kept[n:], count, behavior, out_ends, out_kept, n)
         start = stop
     return out_ends[:n], out_kept[:n]
 
@@ -367,6 +383,37 @@ def split_characters(data, piece_ends, piece_kept, actions, invalid_action):
             n += 1
         start = stop
     return out_ends[:n], out_kept[:n]
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def longest_slice(ends):
+    """The length of the longest slice data[ends[i - 1]:ends[i]] (from 0)."""
+    longest = 0
+    start = 0
+    for end in ends:
+        longest = max(longest, end - start)
+        start = end
+    return longest
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def text_token_offsets(tokens, token_lengths, text_ends, offsets):
+    """Cut the tokens of texts that follow one another (text i's bytes end at text_ends[i]; a token never crosses
+    a text) into the texts: offsets[i + 1] = how many tokens end within the first i + 1 texts. Returns False,
+    writing nothing more, at a token outside ``token_lengths``."""
+    n = 0
+    done = 0
+    offsets[0] = 0
+    for i in range(text_ends.shape[0]):
+        while n < tokens.shape[0]:
+            if tokens[n] >= token_lengths.shape[0]:
+                return False
+            if done + token_lengths[tokens[n]] > text_ends[i]:
+                break
+            done += token_lengths[tokens[n]]
+            n += 1
+        offsets[i + 1] = n
+    return True
 
 
 @njit(cache=True, nogil=True, _nrt=False)

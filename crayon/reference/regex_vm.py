@@ -684,11 +684,48 @@ def _classes_of(set_bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return class_bits, np.repeat(run_classes, np.diff(np.append(starts, set_bits.size)))
 
 
+def _set_of(members: np.ndarray) -> CharSet:
+    """The CharSet of a bool array over every code point, as ranges."""
+    edges = np.diff(members.astype(np.int8), prepend=np.int8(0), append=np.int8(0))
+    starts, stops = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1
+    return CharSet(ranges=tuple(zip(starts.tolist(), stops.tolist())))
+
+
+def single_characters(node):
+    """The same syntax tree with what matches exactly one character made one CharSet: an alternation of sets is
+    their union (each option takes the same one character, so which one matched changes nothing after it), and a
+    lookahead at one set followed by a set is their difference (negative) or intersection. The patterns that
+    ``pin_unicode_classes`` corrects, ``(?:[ASCII]|(?![WRONG])\\p{L})``, then cost one CLASS step a character."""
+    if isinstance(node, Seq):
+        items = [single_characters(item) for item in node.items]
+        folded = []
+        for item in items:
+            previous = folded[-1] if folded else None
+            if (isinstance(item, CharSet) and isinstance(previous, Look) and isinstance(previous.item, CharSet)):
+                look = previous.item.members()
+                folded[-1] = _set_of(item.members() & (~look if previous.negated else look))
+            else:
+                folded.append(item)
+        return folded[0] if len(folded) == 1 else Seq(tuple(folded))
+    if isinstance(node, Alt):
+        options = tuple(single_characters(option) for option in node.options)
+        if all(isinstance(option, CharSet) for option in options):
+            return _set_of(np.logical_or.reduce([option.members() for option in options]))
+        return Alt(options)
+    if isinstance(node, Repeat):
+        return Repeat(single_characters(node.item), node.low, node.high, node.mode)
+    if isinstance(node, Atomic):
+        return Atomic(single_characters(node.item))
+    if isinstance(node, Look):
+        return Look(single_characters(node.item), node.negated)
+    return node
+
+
 @functools.lru_cache(maxsize=64)
 def compile_regex(pattern: str, *, multiline: bool = False) -> Program:
     """Compile a ``regex``-module pattern (``multiline``: ``^``/``$`` at every line, as HF's Oniguruma reads
     them) to a Program; ``UnsupportedComponentError`` names a construct it cannot compile."""
-    tree = parse(pattern, multiline=multiline)
+    tree = single_characters(parse(pattern, multiline=multiline))
     if min_length(tree) == 0:
         raise UnsupportedComponentError(
             f"regex {pattern!r} can match the empty string; regex, fancy-regex and Oniguruma step over empty "
