@@ -13,11 +13,18 @@ from typing import TYPE_CHECKING, AbstractSet, Callable, Collection, Iterable, L
 
 import numpy as np
 
-from crayon.errors import BackendUnavailableError, PatternCoverageWarning, SpecialTokenError, UnknownTokenError
+from crayon.errors import (
+    BackendUnavailableError,
+    PatternCoverageWarning,
+    SpecialTokenError,
+    UnknownTokenError,
+    UnsupportedComponentError,
+)
 from crayon.formats.hf_postprocess import PostProcessor, plain_process
 from crayon.formats.spec import TokenizerSpec
 from crayon.patterns import pattern_name
 from crayon.reference.added_tokens import PLAIN, AddedTokenOptions, split_added_tokens
+from crayon.reference.alignments import AlignedText
 from crayon.reference.bpe import BytePairModel
 from crayon.reference.engine import Engine, ReferenceEngine, flat_from_arrays
 from crayon.reference.pretokenize import (
@@ -562,8 +569,12 @@ class Tokenizer:
         """``encode``'s ids and, for each, the ``(start, end)`` characters of its text that it stands for, as HF's
         ``Encoding.offsets`` gives them: an added token covers the whitespace it strips, a token holding part of
         a character covers the whole character, the post-processor's ``trim_offsets`` moves spans off their
-        spaces, its special tokens get ``(0, 0)`` and a ``pair``'s spans count in the pair's text. Tokenizers
-        with a normalizer, and models over characters (WordPiece, Unigram), are refused (``ValueError``)."""
+        spaces, its special tokens get ``(0, 0)`` and a ``pair``'s spans count in the pair's text. Through a
+        normalizer a token covers the original characters its normalized characters came from (HF's alignments:
+        BertNormalizer, NFC/NFD/NFKC/NFKD, Lowercase, StripAccents, Strip, Replace, Prepend, Nmt, Precompiled,
+        ByteLevel, Sequence); a WordPiece piece covers its characters without ``##``, an unknown word the whole
+        word, a byte-fallback token its whole character. A component without alignments is refused
+        (``ValueError`` naming it)."""
         specials = dict(allowed_special=allowed_special, disallowed_special=disallowed_special)
         ids, offsets = self._ids_and_offsets(text, **specials)
         pair_ids = pair_offsets = None
@@ -575,17 +586,11 @@ class Tokenizer:
         marked, _ = self.post_processor.process(offsets, pair_offsets, add_special_tokens=add_special_tokens)
         return framed_ids, [span if isinstance(span, tuple) else (0, 0) for span in marked]
 
-    def _ids_and_offsets(self, text: str, *, allowed_special, disallowed_special) -> tuple[list[int], list[tuple[int, int]]]:
-        """The ids of one text and their HF offsets (the post-processor's trims applied, no framing)."""
-        if self.normalizer is not None:
-            raise ValueError(f"{self.name} normalizes text: the character offsets of its tokens are not implemented")
-        if self._token_strings is None:
-            self._token_strings = _model_token_strings(self.model)
-        if self._token_strings:
-            raise ValueError(f"{self.name} is a {type(self.model).__name__}: the character offsets of models over "
-                             "characters are not implemented")
-        from crayon.formats.hf_pretokenize import to_byte_chars
-
+    def _ids_and_offsets(self, text: str, *, allowed_special, disallowed_special,
+                         trimmed: bool = True) -> tuple[list[int], list[tuple[int, int]]]:
+        """The ids of one text and their HF offsets (the post-processor's trims applied unless not ``trimmed``,
+        no framing). The text's pieces follow HF's alignments (``crayon.reference.alignments``) through the
+        normalizer and pre-tokenizer; a byte-level piece with neither is mapped from its tokens' bytes."""
         text = _as_utf8_safe(text)
         raw, normalized, normalized_ids = self._added_matcher(self._check_specials(text, allowed_special,
                                                                                    disallowed_special))
@@ -598,22 +603,90 @@ class Tokenizer:
                 offsets.append((start, end))
                 strings.append(text[start:end])
                 continue
+            piece = self._normalized_aligned(AlignedText.of(text[start:end], start))
             for inner_index, (inner_start, inner_end, inner_token) in enumerate(
-                    split_added_tokens(text[start:end], normalized)):
-                begin = start + inner_start
+                    split_added_tokens(piece.text, normalized)):
                 if inner_token is not None:
                     ids.append(normalized_ids[inner_token])
-                    offsets.append((begin, start + inner_end))
-                    strings.append(text[begin : start + inner_end])
+                    offsets.append(piece.original_span(inner_start, inner_end))
+                    strings.append(piece.text[inner_start:inner_end])
                     continue
-                piece = text[begin : start + inner_end]
-                piece_ids = self._piece_engine(index == 0 and inner_index == 0).encode_ordinary(piece)
-                ids.extend(piece_ids)
-                offsets.extend((begin + a, begin + b) for a, b in self.offsets_mapping(piece, piece_ids).tolist())
-                strings.extend(to_byte_chars(self.decode_single_token_bytes(token_id)) for token_id in piece_ids)
-        if self.post_processor is not None:
+                at_start = index == 0 and inner_index == 0
+                self._append_offsets(piece[inner_start:inner_end], at_start, ids, offsets, strings)
+        if self.post_processor is not None and trimmed:
             offsets = self.post_processor.trim_offsets(strings, offsets)
         return ids, offsets
+
+    def _model_is_over_characters(self) -> bool:
+        """Whether the model's tokens are strings of characters (WordPiece, Unigram, BPE over characters)."""
+        if self._token_strings is None:
+            self._token_strings = _model_token_strings(self.model)
+        return bool(self._token_strings)
+
+    def _normalized_aligned(self, piece: AlignedText) -> AlignedText:
+        """A piece of text normalized, each character with its original span; refused (naming the normalizer)
+        where the normalizer has no alignments."""
+        if self.normalizer is None:
+            return piece
+        if not hasattr(self.normalizer, "align"):
+            raise ValueError(f"{self.name}: the normalizer {type(self.normalizer).__name__} has no alignments, so "
+                             "its tokens have no character offsets")
+        try:
+            aligned = self.normalizer.align(piece)
+        except UnsupportedComponentError as error:
+            raise ValueError(f"{self.name}: {error}") from None
+        if aligned.text != self.normalizer(piece.text):  # never offsets of other text than encode's
+            raise ValueError(f"{self.name}: the aligned normalization of {piece.text[:40]!r} differs from the "
+                             "normalizer's text; its offsets are refused")
+        return aligned
+
+    def _append_offsets(self, piece: AlignedText, at_start: bool, ids: list[int], offsets: list[tuple[int, int]],
+                        strings: list[str]) -> None:
+        """The ids, offsets and HF token strings of a normalized piece between added tokens, appended."""
+        from crayon.formats.hf_pretokenize import as_byte_chars, to_byte_chars
+
+        engine = self._piece_engine(at_start, normalized=True)
+        piece_ids = engine.encode_ordinary(piece.text)
+        byte_level = not self._model_is_over_characters()
+        lengths = self.token_byte_lengths()[np.asarray(piece_ids, np.int64)] if byte_level else None
+        if byte_level and self.normalizer is None and int(lengths.sum()) == len(piece.text.encode("utf-8")):
+            begin = piece.spans[0][0]  # the piece is text as given: its tokens' bytes are its bytes
+            offsets.extend((begin + a, begin + b) for a, b in self.offsets_mapping(piece.text, piece_ids).tolist())
+            ids.extend(piece_ids)
+            strings.extend(to_byte_chars(self.decode_single_token_bytes(token_id)) for token_id in piece_ids)
+            return
+        pretokenizer = self.pretokenizer if at_start else getattr(self.pretokenizer, "after_token", None) or self.pretokenizer
+        if not hasattr(pretokenizer, "aligned_spans"):
+            raise ValueError(f"{self.name}: the pre-tokenizer {type(pretokenizer).__name__} has no alignments, so its "
+                             "tokens have no character offsets")
+        try:
+            spans = pretokenizer.aligned_spans(piece)
+        except UnsupportedComponentError as error:
+            raise ValueError(f"{self.name}: {error}") from None
+        found: list[int] = []
+        if byte_level:
+            position = 0
+            for span in spans:
+                span = span if getattr(pretokenizer, "output_is_byte_chars", False) else as_byte_chars(span)
+                covered = 0
+                while covered < len(span) and position < len(piece_ids):
+                    length = int(lengths[position])
+                    offsets.append(span.original_span(covered, covered + length))
+                    strings.append(span.text[covered : covered + length])
+                    found.append(piece_ids[position])
+                    covered, position = covered + length, position + 1
+                if covered != len(span):
+                    break
+        else:
+            for span in spans:
+                for token_id, start, end in self.model.token_spans(span.text):
+                    found.append(token_id)
+                    offsets.append(span.original_span(start, end))
+                    strings.append(self._token_strings.get(token_id, ""))
+        if found != piece_ids:
+            raise RuntimeError(f"{self.name}: the tokens of {piece.text[:40]!r} found for offsets differ from the "
+                               "engine's; please report this")
+        ids.extend(piece_ids)
 
     def encode_to_numpy(
         self,
@@ -760,9 +833,15 @@ class Tokenizer:
 
     def offsets_mapping(self, text: str, tokens: np.ndarray) -> np.ndarray:
         """The character span ``(start, end)`` of each token of ``encode(text)`` in ``text`` (int64, shape
-        (n, 2)): the characters its bytes belong to. Text with a normalizer has no such mapping (refused)."""
-        if self.normalizer is not None:
-            raise ValueError(f"{self.name} normalizes text, so its tokens have no spans in the original text")
+        (n, 2)): the characters its bytes belong to; through a normalizer or a model over characters, HF's
+        offsets before the post-processor's trims (``encode_with_offsets``)."""
+        if self.normalizer is not None or self._model_is_over_characters():
+            listed = np.asarray(tokens).tolist()
+            allowed = {special for special, token in self._special_tokens.items() if token in listed}
+            ids, spans = self._ids_and_offsets(text, allowed_special=allowed, disallowed_special=(), trimmed=False)
+            if ids != np.asarray(tokens).tolist():
+                raise ValueError("tokens are not the encoding of text")
+            return np.array(spans, np.int64).reshape(-1, 2)
         data = np.frombuffer(_as_utf8_safe(text).encode("utf-8"), np.uint8)
         byte_ends = np.cumsum(self.token_byte_lengths()[np.asarray(tokens, np.int64)])
         if len(byte_ends) and byte_ends[-1] != len(data):

@@ -451,3 +451,81 @@ def test_cartridge_reopens_with_its_stored_dat(family_files, sentencepiece_bpe_f
     for module in (crayon.reference.char_bpe, crayon.reference.unigram, crayon.reference.wordpiece):
         monkeypatch.setattr(module, "compile_dat", no_build)
     assert load_quietly(saved).encode(text, allowed_special="all") == expected
+
+
+# --- offsets ------------------------------------------------------------------------------------------------
+
+# accents, combining marks, CJK, emoji, control characters, whitespace runs, compatibility forms, special tokens
+OFFSET_CHARS = st.sampled_from(list("aZ \t\n\r\x00\x01\x7f\u0085\u00a0\u3000\u200b\u00e9\u0301\u0323\u0302\u00c5\u212b"
+                                    "\u1ea1\u4e2d\u6587\uac00\u1100\u1161\u11a8\ufb01\uff21\u2460\u00bd\U0001f600"
+                                    "\U0001f468\u200d\u0130\u03a3\u2581.,'") + ["[MASK]", "<unk>", "</s>", "<s>", "  "])
+offset_text = st.one_of(tokenizer_text, st.lists(OFFSET_CHARS, max_size=24).map("".join))
+
+
+def check_offsets(ours, hf, text, pair=None, add_special_tokens=False):
+    expected = hf.encode(text, pair, add_special_tokens=add_special_tokens)
+    got = ours.encode_with_offsets(text, allowed_special="all", pair=pair, add_special_tokens=add_special_tokens)
+    assert got == (expected.ids, expected.offsets)
+
+
+@pytest.mark.parametrize("name", FAMILIES + ["llama2", "mistral"])
+def test_family_file_offsets_match_hf(family_files, sentencepiece_bpe_files, name):
+    """BertNormalizer + WordPiece, Precompiled + Metaspace + Unigram (T5, ALBERT, XLNet: NFKC-style maps,
+    Replace/Strip sequences), Llama 2 (Prepend, Replace, byte fallback) and Mistral (Metaspace "first")."""
+    path = {**family_files, **sentencepiece_bpe_files}[name]
+    ours, hf = load_quietly(path), tokenizers.Tokenizer.from_file(str(path))
+    text = sample_text()[:6000] + corpus_text("multilingual.txt", 3000)
+    check_offsets(ours, hf, text, add_special_tokens=True)
+    check_offsets(ours, hf, text[:400], text[-400:], add_special_tokens=True)
+
+    @settings(max_examples=80, deadline=None)
+    @given(text=offset_text, pair=st.none() | offset_text, add_special_tokens=st.booleans())
+    def check(text, pair, add_special_tokens):
+        check_offsets(ours, hf, text, pair, add_special_tokens)
+
+    check()
+
+
+def check_alignments(ours, hf_normalizer, text):
+    """Each normalized character's original span, as HF aligns it (a one-character pre-tokenizer makes every
+    normalized character a token of its own)."""
+    from crayon.reference.alignments import AlignedText
+
+    hf = tokenizers.Tokenizer(tokenizers.models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
+    hf.normalizer = hf_normalizer
+    hf.pre_tokenizer = tokenizers.pre_tokenizers.Split(tokenizers.Regex("(?m)."), "isolated")
+    aligned = ours.align(AlignedText.of(text))
+    assert aligned.text == hf_normalizer.normalize_str(text)
+    if aligned.text:
+        assert aligned.spans == hf.encode(text, add_special_tokens=False).offsets
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=st.one_of(tokenizer_text, st.lists(CLUSTER_CHARS, max_size=30).map("".join)))
+def test_precompiled_alignments_match_hf(charsmap, text):
+    check_alignments(*precompiled_pair(charsmap), text)
+
+
+# composition, decomposition, reordering of marks, Hangul, expansions, removals, insertions at the start
+ALIGNMENT_CHARS = st.sampled_from(list("aA b\u03a3\u0130\u0301\u0323\u0302e\u00e9\u1ea1\u1ead\uac00\u1100\u1161\u11a8\ufb01"
+                                       "\uff21\u2126\u0344\u0f73\u4e2d\x00\x01\t\n\u3000\u200b`\u01c5\U0001f600\u0345"
+                                       "\u05b0\u0591\ufdfa\u1e9b\u0307\u2581\u00df\ufffd"))
+alignment_text = st.one_of(tokenizer_text, st.lists(ALIGNMENT_CHARS, max_size=16).map("".join))
+ALIGNMENT_SPECS = BATCH_NORMALIZER_SPECS + [
+    {"type": "NFD"}, {"type": "NFKC"}, {"type": "Prepend", "prepend": "\u2581\u2581"},
+    {"type": "Strip", "strip_left": True, "strip_right": True},
+    {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+    *({"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True, "strip_accents": None,
+       "lowercase": True, **options} for options in BERT_OPTIONS),
+    {"type": "ByteLevel"},
+]
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=alignment_text)
+def test_normalizer_alignments_match_hf(text):
+    for spec in ALIGNMENT_SPECS:
+        hf = tokenizers.Tokenizer.from_str(json.dumps({
+            "version": "1.0", "normalizer": spec, "model": {"type": "WordLevel", "vocab": {"a": 0}, "unk_token": "a"}
+        })).normalizer
+        check_alignments(normalizer_from_hf(spec), hf, text)

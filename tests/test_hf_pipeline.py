@@ -25,7 +25,7 @@ from tokenizers import normalizers as hf_norm  # noqa: E402
 from tokenizers import pre_tokenizers as hf_pre  # noqa: E402
 
 from conftest import corpus_text  # noqa: E402
-from hf_configs import trained  # noqa: E402
+from hf_configs import CONFIGS, hf_text, trained  # noqa: E402
 
 # Added tokens whose matches overlap, touch words and whitespace: (content, options, special)
 OPTIONED_TOKENS = [
@@ -377,6 +377,13 @@ def with_offsets(request):
     return hf, crayon.Tokenizer.from_spec(spec_from_hf(json.loads(hf.to_str())), backend="jit")
 
 
+@pytest.fixture(scope="module", params=sorted(CONFIGS))
+def hf_config(request):
+    """(HF tokenizer, Crayon jit tokenizer) of each normalizer / pre-tokenizer configuration of ``hf_configs``."""
+    hf = trained(request.param)
+    return hf, crayon.Tokenizer.from_spec(spec_from_hf(json.loads(hf.to_str())), backend="jit")
+
+
 @settings(max_examples=150, deadline=None)
 @given(text=text_around_tokens, pair=st.none() | text_around_tokens, add_special_tokens=st.booleans())
 def test_offsets_match_hf(with_offsets, text, pair, add_special_tokens):
@@ -387,8 +394,42 @@ def test_offsets_match_hf(with_offsets, text, pair, add_special_tokens):
     assert offsets == expected.offsets
 
 
-def test_offsets_are_refused_where_not_implemented(family):
-    """With a normalizer (BERT's, T5's) or a model over characters (Llama 2's BPE), offsets raise by name."""
-    _, tok = family
-    with pytest.raises(ValueError, match="normalizes text|models over characters"):
+@settings(max_examples=100, deadline=None)
+@given(text=family_text, pair=st.none() | family_text, add_special_tokens=st.booleans())
+def test_family_offsets_match_hf(family, text, pair, add_special_tokens):
+    """BERT (NFD, Lowercase, StripAccents, WordPiece), T5 (NFKC, Metaspace, Unigram), Llama 2 (BPE over characters,
+    byte fallback): HF's offsets, framing and pairs included."""
+    hf, tok = family
+    expected = hf.encode(text, pair, add_special_tokens=add_special_tokens)
+    ids, offsets = tok.encode_with_offsets(text, allowed_special="all", add_special_tokens=add_special_tokens, pair=pair)
+    assert ids == expected.ids
+    assert offsets == expected.offsets
+
+
+def test_family_offsets_match_hf_on_corpus_text(family):
+    hf, tok = family
+    text = corpus_text("english_web.txt", 3000) + corpus_text("multilingual.txt", 2000)
+    expected = hf.encode(text, text[:500])
+    assert tok.encode_with_offsets(text, add_special_tokens=True, pair=text[:500]) == (expected.ids, expected.offsets)
+    batch = tok(["Hello there, é!", text[:300]], pad_token_id=0, return_offsets_mapping=True)
+    for row, (mask, spans) in enumerate(zip(batch["attention_mask"], batch["offsets_mapping"])):
+        assert [tuple(span) for span in spans[mask == 1].tolist()] == hf.encode(["Hello there, é!", text[:300]][row]).offsets
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=hf_text)
+def test_offsets_match_hf_through_every_normalizer_and_pre_tokenizer(hf_config, text):
+    hf, tok = hf_config
+    expected = hf.encode(text, add_special_tokens=False)
+    assert tok.encode_with_offsets(text, allowed_special="all") == (expected.ids, expected.offsets)
+
+
+def test_offsets_through_a_normalizer_without_alignments_are_refused_by_name():
+    hf = trained("gpt2")
+    spec = spec_from_hf(json.loads(hf.to_str()))
+    tok = crayon.Tokenizer("custom", spec.model, pattern=None, pretokenizer=spec.pretokenizer,
+                           normalizer=lambda text: text.lower(), backend="reference")
+    with pytest.raises(ValueError, match="normalizer function has no alignments"):
         tok.encode_with_offsets("Hello")
+    with pytest.raises(ValueError, match="normalizer function has no alignments"):
+        tok(["Hello"], return_offsets_mapping=True)

@@ -1,7 +1,8 @@
 """HF tokenizers' normalizers, written to be read: each one is a function from text to text.
 
 HF normalizes the text between added tokens piece by piece, before pre-tokenization; a Crayon Tokenizer calls
-its normalizer the same way. Each class here does what the HF normalizer of the same name does and writes
+its normalizer the same way. ``align`` does the same to an ``AlignedText`` (``crayon.reference.alignments``),
+keeping each character's original span as HF's ``NormalizedString`` does, for the offsets of tokens. Each class here does what the HF normalizer of the same name does and writes
 itself back with ``to_hf``; ``normalizer_from_hf`` builds one from a tokenizer.json object and refuses types it
 does not know with ``UnsupportedComponentError`` naming the type. ``Precompiled`` (SentencePiece's character
 map) lives in ``crayon.formats.precompiled_charsmap``.
@@ -23,6 +24,7 @@ import regex
 
 from crayon.errors import UnsupportedComponentError
 from crayon.formats.hf_pretokenize import (
+    as_byte_chars,
     compile_hf_regex,
     find_matches,
     pattern_from_hf,
@@ -30,6 +32,7 @@ from crayon.formats.hf_pretokenize import (
     to_byte_chars,
 )
 from crayon.formats.precompiled_charsmap import CharsMap, charsmap_from_base64, charsmap_to_base64
+from crayon.reference.alignments import AlignedText
 from crayon.reference.regex_vm import Alt, Anchor, Atomic, Look, Repeat, Seq, compile_regex, parse
 from crayon.reference.unicode16 import pin_unicode_classes
 
@@ -104,6 +107,11 @@ class Normalizer:
     def __call__(self, text: str) -> str:
         raise NotImplementedError
 
+    def align(self, text: AlignedText) -> AlignedText:
+        """``self(text.text)`` with each character's original span, as HF's alignments give it."""
+        raise UnsupportedComponentError(f"the character offsets of tokens after the {type(self).__name__} "
+                                        "normalizer are not implemented")
+
     def normalize_batch(self, texts: Sequence[str]) -> list[str]:
         """``[self(text) for text in texts]``, in one call on the texts joined by the ``batch_separator`` where
         the normalizer has one and no text holds it."""
@@ -146,8 +154,120 @@ class UnicodeNormalizer(Normalizer):
         pieces = _NOT_NORMALIZED_BY_HF.split(text)
         return "".join(piece if i % 2 else unicodedata.normalize(self.form, piece) for i, piece in enumerate(pieces))
 
+    def align(self, text: AlignedText) -> AlignedText:
+        if text.text.isascii():
+            return text
+        changes = _decomposed(text.text, compatibility=self.form.startswith("NFK"))
+        return text.transform(_recomposed(changes) if self.form in ("NFC", "NFKC") else changes)
+
     def to_hf(self) -> dict:
         return {"type": self.form}
+
+
+# The alignments of HF's NFC/NFD/NFKC/NFKD are those of the Rust crate unicode-normalization-alignments: each
+# character's decomposition is its first character (change 0) and the others inserted (change 1); the marks
+# are put in canonical order (a stable sort of each run of non-starters, the changes moving with them); a
+# composition of a character with a later one is the first with the change ``first + later - 1``.
+
+
+def _hf_combining_class(char: str) -> int:
+    return 0 if _not_normalized_by_hf_mask()[ord(char)] else unicodedata.combining(char)
+
+
+_HANGUL_BASE, _L_BASE, _V_BASE, _T_BASE = 0xAC00, 0x1100, 0x1161, 0x11A7
+_V_COUNT, _T_COUNT, _HANGUL_COUNT = 21, 28, 11172
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _full_decomposition(char: str, compatibility: bool) -> str:
+    """The character's full canonical (or compatibility) decomposition, by HF's tables, not reordered."""
+    code = ord(char)
+    if 0 <= code - _HANGUL_BASE < _HANGUL_COUNT:
+        index = code - _HANGUL_BASE
+        trailing = index % _T_COUNT
+        return (chr(_L_BASE + index // (_V_COUNT * _T_COUNT)) + chr(_V_BASE + index % (_V_COUNT * _T_COUNT) // _T_COUNT)
+                + (chr(_T_BASE + trailing) if trailing else ""))
+    mapping = unicodedata.decomposition(char)
+    if not mapping or _not_normalized_by_hf_mask()[code] or (mapping.startswith("<") and not compatibility):
+        return char
+    parts = mapping.split(">")[-1].split()
+    return "".join(_full_decomposition(chr(int(part, 16)), compatibility) for part in parts)
+
+
+def _decomposed(text: str, *, compatibility: bool) -> list[tuple[str, int]]:
+    """(character, change) of the decomposition of ``text``, marks in canonical order."""
+    changes = [(part, int(i > 0)) for char in text
+               for i, part in enumerate(_full_decomposition(char, compatibility))]
+    start = 0
+    while start < len(changes):
+        if not _hf_combining_class(changes[start][0]):
+            start += 1
+            continue
+        end = start
+        while end < len(changes) and _hf_combining_class(changes[end][0]):
+            end += 1
+        changes[start:end] = sorted(changes[start:end], key=lambda change: _hf_combining_class(change[0]))
+        start = end
+    return changes
+
+
+@functools.lru_cache(maxsize=1)
+def _compositions() -> dict[tuple[str, str], str]:
+    """(first, second) -> the primary composite of the pair (Hangul aside), by HF's tables."""
+    pairs = {}
+    mask = _not_normalized_by_hf_mask()
+    for code in range(0x110000):
+        if 0xD800 <= code < 0xE000 or mask[code]:
+            continue
+        mapping = unicodedata.decomposition(chr(code))
+        if not mapping or mapping.startswith("<") or len(mapping.split()) != 2:
+            continue
+        first, second = (chr(int(part, 16)) for part in mapping.split())
+        if unicodedata.normalize("NFC", chr(code)) == chr(code) and not mask[ord(first)] and not mask[ord(second)]:
+            pairs[first, second] = chr(code)
+    return pairs
+
+
+def _composed(first: str, second: str) -> str | None:
+    l_index, v_index = ord(first) - _L_BASE, ord(second) - _V_BASE
+    if 0 <= l_index < 19 and 0 <= v_index < _V_COUNT:
+        return chr(_HANGUL_BASE + (l_index * _V_COUNT + v_index) * _T_COUNT)
+    s_index, t_index = ord(first) - _HANGUL_BASE, ord(second) - _T_BASE
+    if 0 <= s_index < _HANGUL_COUNT and s_index % _T_COUNT == 0 and 0 < t_index < _T_COUNT:
+        return chr(ord(first) + t_index)
+    return _compositions().get((first, second))
+
+
+def _recomposed(changes: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """Canonical composition of decomposed (character, change) pairs: a starter takes each later character not
+    blocked from it that it composes with."""
+    out: list[tuple[str, int]] = []
+    starter: tuple[str, int] | None = None
+    blocked: list[tuple[str, int]] = []  # the characters after the starter that it did not take
+    last_class: int | None = None  # the combining class of the last of them
+    for char, change in changes:
+        combining_class = _hf_combining_class(char)
+        if starter is None:
+            if combining_class:
+                out.append((char, change))
+            else:
+                starter = (char, change)
+            continue
+        if last_class is None or last_class < combining_class:
+            composite = _composed(starter[0], char)
+            if composite is not None:
+                starter = (composite, starter[1] + change - 1)
+                continue
+        if combining_class == 0:
+            out.append(starter)
+            out.extend(blocked)
+            starter, blocked, last_class = (char, change), [], None
+            continue
+        blocked.append((char, change))
+        last_class = combining_class
+    if starter is not None:
+        out.append(starter)
+    return out + blocked
 
 
 class Lowercase(Normalizer):
@@ -159,12 +279,20 @@ class Lowercase(Normalizer):
         # str.lower is per character except for the final sigma rule of capital sigma, which HF lowers to σ
         return "\u03c3".join(part.lower() for part in text.split("\u03a3"))
 
+    def align(self, text: AlignedText) -> AlignedText:
+        if text.text.isascii() and not any("A" <= char <= "Z" for char in text.text):
+            return text
+        return text.replace_each(char.lower() for char in text.text)  # a lone Σ lowers to σ
+
     def to_hf(self) -> dict:
         return {"type": "Lowercase"}
 
 
 _NFD = UnicodeNormalizer("NFD")
 _LOWERCASE = Lowercase()
+
+
+_WHITE_SPACE_RUN = regex.compile(pin_unicode_classes(r"\p{White_Space}+"))
 
 
 class Strip(Normalizer):
@@ -183,6 +311,14 @@ class Strip(Normalizer):
             return text
         return self._pattern.sub("", text)
 
+    def align(self, text: AlignedText) -> AlignedText:
+        stripped = self(text.text)
+        if stripped == text.text:
+            return text
+        leading = _WHITE_SPACE_RUN.match(text.text) if self.left else None
+        start = leading.end() if leading else 0
+        return text[start : start + len(stripped)]
+
     def to_hf(self) -> dict:
         return {"type": "Strip", "strip_left": self.left, "strip_right": self.right}
 
@@ -196,6 +332,9 @@ class StripAccents(Normalizer):
         if text.isascii():
             return text
         return remove_code_points(text, _combining_marks_mask())
+
+    def align(self, text: AlignedText) -> AlignedText:
+        return text if text.text.isascii() else _without_code_points(text, _combining_marks_mask())
 
     @staticmethod
     def is_combining_mark(char: str) -> bool:
@@ -293,10 +432,27 @@ class BertNormalizer(Normalizer):
             text = remove_code_points(_NFD(text), _bert_marks_mask())
         return _LOWERCASE(text) if self.lowercase else text
 
+    def align(self, text: AlignedText) -> AlignedText:
+        if self.clean_text:
+            removed, to_space = _bert_clean_masks()
+            text = _without_code_points(text, removed)
+            text = AlignedText("".join(" " if to_space[ord(char)] else char for char in text.text), text.spans)
+        if self.handle_chinese_chars and not text.text.isascii():
+            text = text.transform((part, int(i > 0)) for char in text.text
+                                  for i, part in enumerate(f" {char} " if _CJK_IDEOGRAPH.match(char) else char))
+        if self._strips and not text.text.isascii():
+            text = _without_code_points(_NFD.align(text), _bert_marks_mask())
+        return _LOWERCASE.align(text) if self.lowercase else text
+
     def to_hf(self) -> dict:
         return {"type": "BertNormalizer", "clean_text": self.clean_text,
                 "handle_chinese_chars": self.handle_chinese_chars, "strip_accents": self.strip_accents,
                 "lowercase": self.lowercase}
+
+
+def _without_code_points(text: AlignedText, mask: np.ndarray) -> AlignedText:
+    """``remove_code_points`` of an aligned text (each character left keeps its span)."""
+    return text.kept(not mask[ord(char)] for char in text.text)
 
 
 @functools.lru_cache(maxsize=1)
@@ -349,6 +505,20 @@ class Replace(Normalizer):
             self.content if is_match else text[start:end] for start, end, is_match in find_matches(self._regex, text)
         )
 
+    def align(self, text: AlignedText) -> AlignedText:
+        """Each match's characters removed and ``content`` put in their place, each of its characters with the
+        span of the match's last character (of the one before an empty match; ``(0, 0)`` at the start)."""
+        chars: list[str] = []
+        spans: list[tuple[int, int]] = []
+        for start, end, is_match in find_matches(self._regex, text.text):
+            if not is_match:
+                chars.append(text.text[start:end])
+                spans.extend(text.spans[start:end])
+                continue
+            chars.append(self.content)
+            spans.extend([text.spans[end - 1] if end else (0, 0)] * len(self.content))
+        return AlignedText("".join(chars), spans)
+
     def normalize_batch(self, texts: Sequence[str]) -> list[str]:
         if self._joins_as_regex and len(texts) > 1:
             joined = BATCH_SEPARATOR.join(texts)
@@ -372,6 +542,9 @@ class Prepend(Normalizer):
     def __call__(self, text: str) -> str:
         return self.prepend + text if text else text
 
+    def align(self, text: AlignedText) -> AlignedText:
+        return text.prepended(self.prepend)
+
     def to_hf(self) -> dict:
         return {"type": "Prepend", "prepend": self.prepend}
 
@@ -388,6 +561,10 @@ class Nmt(Normalizer):
     def __call__(self, text: str) -> str:
         return _NMT_TO_SPACE.sub(" ", _NMT_REMOVED.sub("", text))
 
+    def align(self, text: AlignedText) -> AlignedText:
+        text = text.kept(not _NMT_REMOVED.match(char) for char in text.text)
+        return AlignedText(_NMT_TO_SPACE.sub(" ", text.text), text.spans)
+
     def to_hf(self) -> dict:
         return {"type": "Nmt"}
 
@@ -403,6 +580,10 @@ class Precompiled(Normalizer):
     def __call__(self, text: str) -> str:
         return self.charsmap.rewrite(text)
 
+    def align(self, text: AlignedText) -> AlignedText:
+        changes = self.charsmap.rewrite_changes(text.text)
+        return text if changes is None else text.transform(changes)
+
     def to_hf(self) -> dict:
         return {"type": "Precompiled", "precompiled_charsmap": charsmap_to_base64(self.charsmap)}
 
@@ -414,6 +595,9 @@ class ByteLevelNormalizer(Normalizer):
 
     def __call__(self, text: str) -> str:
         return to_byte_chars(text.encode("utf-8"))
+
+    def align(self, text: AlignedText) -> AlignedText:
+        return as_byte_chars(text)
 
     def to_hf(self) -> dict:
         return {"type": "ByteLevel"}
@@ -432,6 +616,11 @@ class NormalizerSequence(Normalizer):
     def __call__(self, text: str) -> str:
         for normalizer in self.normalizers:
             text = normalizer(text)
+        return text
+
+    def align(self, text: AlignedText) -> AlignedText:
+        for normalizer in self.normalizers:
+            text = normalizer.align(text)
         return text
 
     def normalize_batch(self, texts: Sequence[str]) -> list[str]:

@@ -3,7 +3,9 @@
 A pre-tokenizer step takes the pieces made so far and splits each of them; pieces that come out empty are
 dropped, as in HF. Pieces are text in HF's representation: once a ``ByteLevel`` step has run, every character
 stands for one byte (GPT-2's ``bytes_to_unicode`` table) and any later step splits that byte-level text.
-``HFPreTokenizer`` runs the steps and hands Crayon's model each span as the original text.
+``HFPreTokenizer`` runs the steps and hands Crayon's model each span as the original text. ``split_aligned`` does
+the same to an ``AlignedText`` (``crayon.reference.alignments``), keeping each character's original span as HF
+does, for the offsets of tokens.
 
 Regexes in HF files are Oniguruma regexes (Ruby syntax); ``compile_hf_regex`` translates the few constructs
 that mean something else to the ``regex`` module, and ``find_matches`` iterates matches the way HF does.
@@ -17,6 +19,7 @@ from typing import Iterable
 import regex
 
 from crayon.errors import UnsupportedComponentError
+from crayon.reference.alignments import AlignedText
 from crayon.reference.unicode16 import escape_end, pin_unicode_classes, scan_class
 from crayon.reference.pretokenize import metaspace_split
 from crayon.reference.regex_vm import SPLIT_BEHAVIORS, MetaspaceSplit, RegexSplit
@@ -55,6 +58,11 @@ def from_byte_chars(text: str) -> bytes:
         return latin1.encode("latin-1")
     except UnicodeEncodeError:
         raise ValueError(f"{text!r} is not byte-level text: it has characters outside GPT-2's byte table") from None
+
+
+def as_byte_chars(text: AlignedText) -> AlignedText:
+    """An aligned text as byte-level characters, the bytes of each character with its span."""
+    return text.replace_each(to_byte_chars(char.encode("utf-8")) for char in text.text)
 
 
 def is_byte_chars(text: str) -> bool:
@@ -244,6 +252,11 @@ _HF_BEHAVIOR_NAMES = {
 
 def split_text(text: str, slices: list[tuple[int, int, bool]], behavior: str) -> list[str]:
     """HF's ``NormalizedString::split``: what happens to the matched slices, then drop empty pieces."""
+    return [text[start:end] for start, end in split_ranges(slices, behavior)]
+
+
+def split_ranges(slices: list[tuple[int, int, bool]], behavior: str) -> list[tuple[int, int]]:
+    """``split_text``'s pieces as (start, end) ranges of the text."""
     kept: list[list[int]] = []  # [start, end] of each piece
     if behavior == "removed":
         kept = [[start, end] for start, end, is_match in slices if not is_match]
@@ -276,7 +289,7 @@ def split_text(text: str, slices: list[tuple[int, int, bool]], behavior: str) ->
         kept.reverse()
     else:
         raise ValueError(f"unknown split behavior {behavior!r}; choose one of {', '.join(BEHAVIORS)}")
-    return [text[start:end] for start, end in kept if end > start]
+    return [(start, end) for start, end in kept if end > start]
 
 
 def behavior_from_hf(name: str) -> str:
@@ -305,6 +318,15 @@ class PreTokenizerStep:
 
     def __call__(self, pieces: Iterable[str]) -> list[str]:
         return [finer for piece in pieces for finer in self.split(piece) if finer]
+
+    def split_aligned(self, piece: AlignedText) -> list[AlignedText]:
+        """``split`` of an aligned piece: the finer pieces with their characters' original spans."""
+        raise UnsupportedComponentError(f"the character offsets of tokens after the {type(self).__name__} "
+                                        "pre-tokenizer are not implemented")
+
+    def aligned(self, pieces: Iterable[AlignedText]) -> list[AlignedText]:
+        """``__call__`` on aligned pieces."""
+        return [finer for piece in pieces for finer in self.split_aligned(piece) if len(finer)]
 
     def to_hf(self) -> dict:
         raise NotImplementedError
@@ -337,6 +359,12 @@ class PatternSplit(PreTokenizerStep):
         if self.invert:
             slices = [(start, end, not is_match) for start, end, is_match in slices]
         return split_text(piece, slices, self.behavior)
+
+    def split_aligned(self, piece: AlignedText) -> list[AlignedText]:
+        slices = find_matches(self.regex, piece.text)
+        if self.invert:
+            slices = [(start, end, not is_match) for start, end, is_match in slices]
+        return [piece[start:end] for start, end in split_ranges(slices, self.behavior)]
 
     def regex_splits(self) -> tuple[list[RegexSplit], bool]:
         return [_regex_split(self.regex, self.behavior, self.invert)], False
@@ -379,6 +407,12 @@ class ByteLevel(PreTokenizerStep):
             piece = " " + piece
         pieces = self._gpt2_split.split(piece) if self.use_regex else [piece]
         return [to_byte_chars(piece.encode("utf-8")) for piece in pieces]
+
+    def split_aligned(self, piece: AlignedText) -> list[AlignedText]:
+        if self.add_prefix_space and not piece.text.startswith(" "):
+            piece = piece.prepended(" ")
+        pieces = self._gpt2_split.split_aligned(piece) if self.use_regex else [piece]
+        return [as_byte_chars(piece) for piece in pieces]
 
     def regex_splits(self) -> tuple[list[RegexSplit], bool]:
         splits, _ = self._gpt2_split.regex_splits() if self.use_regex else ([], False)
@@ -473,6 +507,9 @@ class BertPreTokenizer(PreTokenizerStep):
     def split(self, piece: str) -> list[str]:
         return self._steps([piece])
 
+    def split_aligned(self, piece: AlignedText) -> list[AlignedText]:
+        return self._steps.aligned([piece])
+
     def regex_splits(self) -> tuple[list[RegexSplit], bool]:
         return self._steps.regex_splits()
 
@@ -489,6 +526,9 @@ class FixedLength(PreTokenizerStep):
         self.length = length
 
     def split(self, piece: str) -> list[str]:
+        return [piece[start : start + self.length] for start in range(0, len(piece), self.length)]
+
+    def split_aligned(self, piece: AlignedText) -> list[AlignedText]:
         return [piece[start : start + self.length] for start in range(0, len(piece), self.length)]
 
     def to_hf(self) -> dict:
@@ -510,6 +550,15 @@ class Metaspace(PreTokenizerStep):
 
     def split(self, piece: str) -> list[str]:
         return metaspace_split(piece, self.replacement, self.prepend_scheme != "never", self.split_pieces)
+
+    def split_aligned(self, piece: AlignedText) -> list[AlignedText]:
+        piece = AlignedText(piece.text.replace(" ", self.replacement), piece.spans)  # one character for one
+        if self.prepend_scheme != "never" and not piece.text.startswith(self.replacement):
+            piece = piece.prepended(self.replacement)
+        if not self.split_pieces:
+            return [piece]
+        starts = [0] + [i for i, char in enumerate(piece.text) if char == self.replacement and i]
+        return [piece[start:end] for start, end in zip(starts, [*starts[1:], len(piece)])]
 
     def regex_splits(self) -> tuple[list[RegexSplit | MetaspaceSplit], bool]:
         """The rewrite and split of ``split`` on each piece ("first" puts the ▁ on every piece it sees: the text,
@@ -552,6 +601,12 @@ class PreTokenizerSequence(PreTokenizerStep):
 
     def split(self, piece: str) -> list[str]:
         return self([piece])
+
+    def split_aligned(self, piece: AlignedText) -> list[AlignedText]:
+        pieces = [piece]
+        for step in self.steps:
+            pieces = step.aligned(pieces)
+        return pieces
 
     def after_token(self) -> "PreTokenizerSequence":
         first = self.steps[0].after_token() if self.steps else None
@@ -648,6 +703,14 @@ class HFPreTokenizer:
                     f"span {piece!r} after ByteLevel is not the byte-level form of text; Crayon's spans are text"
                 ) from None
         return [span for span in spans if span]
+
+    def aligned_spans(self, text: AlignedText) -> list[AlignedText]:
+        """``__call__`` of an aligned text, its spans as the model reads them: byte-level ones (a character per
+        byte) where the output is byte-level."""
+        pieces = [text] if self.step is None else self.step.aligned([text])
+        if self.output_is_byte_chars and not is_byte_chars("".join(piece.text for piece in pieces)):
+            raise UnsupportedComponentError("a step wrote a character that stands for no byte after ByteLevel")
+        return [piece for piece in pieces if len(piece)]
 
     def regex_splits(self) -> tuple[list[RegexSplit], bool]:
         """The steps as regex splits on the text (see ``crayon.reference.regex_vm.RegexSplit``)."""

@@ -185,6 +185,39 @@ class CharsMap:
                                                                                           rule_lengths) + inside]
         return out, ends
 
+    def rewrite_changes(self, text: str) -> list[tuple[str, int]] | None:
+        """``rewrite(text)`` as (character, change) pairs (``crayon.reference.alignments``), as HF builds them:
+        a rule's replacement replaces the cluster or character character by character, any extra characters
+        inserted after them, any missing ones removed from the last pair made so far; None where no rule applies
+        (HF then keeps the text and its alignments as they are)."""
+        changes: list[tuple[str, int]] = []
+        modified = False
+
+        def replace(old: str, new: str) -> None:
+            changes.extend((char, 0) for char in new)
+            grown = len(new) - len(old)
+            if grown > 0:
+                changes[-grown:] = [(char, 1) for char, _ in changes[-grown:]]
+            elif grown < 0 and changes:
+                char, change = changes[-1]
+                changes[-1] = (char, change + grown)
+
+        for cluster in _CLUSTER.findall(text):
+            if len(cluster.encode("utf-8")) < _SHORT_CLUSTER_BYTES:
+                whole = self.shortest_rule(cluster)
+                if whole is not None:
+                    modified = True
+                    replace(cluster, whole)
+                    continue
+            for char in cluster:
+                rule = self.shortest_rule(char)
+                if rule is None:
+                    changes.append((char, 0))
+                else:
+                    modified = True
+                    replace(char, rule)
+        return changes if modified else None
+
     def rewrite(self, text: str) -> str:
         """``text`` normalized as HF's ``Precompiled`` normalizer does.
 

@@ -16,6 +16,8 @@ Nothing here imports the layers above it (``crayon.jit``, ``crayon.gpu``, ``cray
 9. ``regex_vm`` - any pre-tokenization regex compiled to tables and a backtracking matcher (the jit twin's spec).
 10. ``wordpiece``, ``unigram``, ``char_bpe`` - the models over characters: WordPiece, Unigram, SentencePiece-style
     BPE.
+11. ``alignments`` - text whose characters remember their original spans (HF's alignments): the character
+    offsets of tokens through normalizers and pre-tokenizers (each model's ``token_spans``).
 
 File formats (tiktoken, HF ``tokenizer.json``, HF normalizers and pre-tokenizers) are in ``crayon.formats``.
 """

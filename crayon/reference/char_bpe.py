@@ -12,6 +12,8 @@ piece's score). ``crayon.jit.char_bpe`` gives identical ids.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from crayon.errors import UnknownTokenError, UnsupportedComponentError
@@ -49,30 +51,32 @@ class CharBytePairModel:
             self._dat = compile_dat([token.encode("utf-8") for token, _ in tokens], [i for _, i in tokens])
         return self._dat
 
-    def first_symbols(self, text: str) -> list[int]:
-        """The symbols before any merge (HF's order: a pending unknown token is added at the next known
-        character or at the end)."""
-        symbols: list[int] = []
-        pending_unknown = False
-        for char in text:
+    def first_symbols(self, text: str) -> list[tuple[int, int, int]]:
+        """The symbols before any merge, each ``(id, start, end)`` with ``text[start:end]`` what it covers (HF's
+        order: a pending unknown token is added at the next known character or at the end; a byte token covers
+        its whole character, as HF's offsets do)."""
+        symbols: list[tuple[int, int, int]] = []
+        unknown_start = None  # where the pending unknown token starts
+        for index, char in enumerate(text):
             token_id = self.vocab.get(char)
             if token_id is not None:
-                if pending_unknown:
-                    symbols.append(self.unk_id)
-                    pending_unknown = False
-                symbols.append(token_id)
+                if unknown_start is not None:
+                    symbols.append((self.unk_id, unknown_start, index))
+                    unknown_start = None
+                symbols.append((token_id, index, index + 1))
                 continue
             encoded = char.encode("utf-8")
             if self.byte_fallback and all(self.byte_ids[byte] >= 0 for byte in encoded):
-                symbols += [self.byte_ids[byte] for byte in encoded]
+                symbols += [(self.byte_ids[byte], index, index + 1) for byte in encoded]
                 continue
             if self.unk_id is None:
                 raise UnknownTokenError(f"character {char!r} has no token and the model has no unk_token")
-            if pending_unknown and not self.fuse_unk:
-                symbols.append(self.unk_id)
-            pending_unknown = True
-        if pending_unknown:
-            symbols.append(self.unk_id)
+            if unknown_start is not None and not self.fuse_unk:
+                symbols.append((self.unk_id, unknown_start, index))
+                unknown_start = None
+            unknown_start = index if unknown_start is None else unknown_start
+        if unknown_start is not None:
+            symbols.append((self.unk_id, unknown_start, len(text)))
         return symbols
 
     def merges_never_cross(self, char: str) -> bool:
@@ -86,15 +90,31 @@ class CharBytePairModel:
 
     def encode_span(self, span: bytes) -> list[int]:
         """The ids of one span (text as UTF-8)."""
-        symbols = self.first_symbols(span.decode("utf-8"))
+        return [token_id for token_id, _, _ in self.token_spans(span.decode("utf-8"))]
+
+    def token_spans(self, text: str) -> list[tuple[int, int, int]]:
+        """``(id, start, end)`` of each token of a span, ``text[start:end]`` what it covers (HF's offsets). Where
+        no merge crosses a ▁ (``merges_never_cross``), the text is encoded a word at a time, as the engines do."""
+        if "\u2581" in text[1:] and self._words_are_independent:
+            starts = [0] + [i for i, char in enumerate(text) if char == "\u2581" and i]
+            return [(token_id, start + begin, end + begin) for begin, stop in zip(starts, [*starts[1:], len(text)])
+                    for token_id, start, end in self._merged(text[begin:stop])]
+        return self._merged(text)
+
+    @functools.cached_property
+    def _words_are_independent(self) -> bool:
+        return self.merges_never_cross("\u2581")
+
+    def _merged(self, text: str) -> list[tuple[int, int, int]]:
+        symbols = self.first_symbols(text)
         while len(symbols) > 1:
-            ranked = [(self.merges.get(pair, (None, None)), index)
-                      for index, pair in enumerate(zip(symbols, symbols[1:]))]
+            ranked = [(self.merges.get((left[0], right[0]), (None, None)), index)
+                      for index, (left, right) in enumerate(zip(symbols, symbols[1:]))]
             found = [(rank, index, merged) for (rank, merged), index in ranked if rank is not None]
             if not found:
                 break
             _, index, merged = min(found)
-            symbols[index : index + 2] = [merged]
+            symbols[index : index + 2] = [(merged, symbols[index][1], symbols[index + 1][2])]
         return symbols
 
 

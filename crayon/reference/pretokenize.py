@@ -13,6 +13,7 @@ import regex
 
 from crayon.errors import UnsupportedComponentError
 from crayon.patterns import pattern_name, resolve_pattern
+from crayon.reference.alignments import AlignedText
 from crayon.reference.unicode16 import pin_unicode_classes
 
 if TYPE_CHECKING:  # the regex compiler is imported where a pre-tokenizer is compiled, not by `import crayon`
@@ -104,6 +105,10 @@ class PatternSpanner:
 
     def __call__(self, text: str) -> list[str]:
         return compile_pattern(self.pattern).findall(text)
+
+    def aligned_spans(self, text: AlignedText) -> list[AlignedText]:
+        """``__call__`` of an aligned text (``crayon.reference.alignments``): the matches with their spans."""
+        return [text[match.start() : match.end()] for match in compile_pattern(self.pattern).finditer(text.text)]
 
     def regex_splits(self) -> tuple[list[RegexSplit], bool]:
         """findall as a split (see ``RegexSplit``): the matches are kept, the text between them dropped."""

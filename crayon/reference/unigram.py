@@ -90,20 +90,33 @@ class UnigramModel:
 
     def encode_span(self, span: bytes) -> list[int]:
         """The ids of one span (text as UTF-8)."""
-        ids: list[int] = []
+        return [token_id for token_id, _, _ in self.byte_spans(span)]
+
+    def byte_spans(self, span: bytes) -> list[tuple[int, int, int]]:
+        """``(id, start, end)`` of each token of a span, ``span[start:end]`` the bytes it covers (HF's offsets:
+        each byte token of an unknown stretch covers the whole stretch)."""
+        spans: list[tuple[int, int, int]] = []
         unknown_start = None
         split = self.best_split(span)
         for index, (start, end, token_id) in enumerate(split):
             if token_id >= 0 and (token_id != self.unk_id or not self.fuse_unk):
-                ids.append(token_id)
+                spans.append((token_id, start, end))
                 continue
             unknown_start = start if unknown_start is None else unknown_start
             next_is_unknown = index + 1 < len(split) and split[index + 1][2] in (-1, self.unk_id)
             if self.fuse_unk and next_is_unknown:
                 continue
-            ids += self.unknown_ids(span[unknown_start:end] if self.fuse_unk else span[start:end])
+            first = unknown_start if self.fuse_unk else start
+            spans += [(token_id, first, end) for token_id in self.unknown_ids(span[first:end])]
             unknown_start = None
-        return ids
+        return spans
+
+    def token_spans(self, text: str) -> list[tuple[int, int, int]]:
+        """``byte_spans`` of a span's text in characters (a token ends and starts on characters)."""
+        data = text.encode("utf-8")
+        char_at = np.cumsum(np.frombuffer(data, np.uint8) & 0xC0 != 0x80).tolist()  # characters up to each byte
+        char_at = [0, *char_at]
+        return [(token_id, char_at[start], char_at[end]) for token_id, start, end in self.byte_spans(data)]
 
     def unknown_ids(self, text: bytes) -> list[int]:
         """The ids of an unknown stretch: a (matchable) piece spelled like it, else its byte tokens, else the

@@ -40,18 +40,24 @@ class WordPieceModel:
 
     def encode_word(self, word: str) -> list[int]:
         """The ids of one word: its pieces, or ``[unk_id]``."""
+        return [token_id for token_id, _, _ in self.token_spans(word)]
+
+    def token_spans(self, word: str) -> list[tuple[int, int, int]]:
+        """``(id, start, end)`` of each piece of a word, ``word[start:end]`` what it covers (HF's offsets: the
+        unknown token covers the whole word)."""
         if len(word) > self.max_input_chars_per_word:
-            return [self.unk_id]
+            return [(self.unk_id, 0, len(word))]
         data = word.encode("utf-8")
-        ids = []
-        start = 0
+        spans = []
+        start = char = 0
         while start < len(data):
             token_id, length = longest_match(data, start, len(data), *(self.continuing if start else self.initial))
             if length == 0:
-                return [self.unk_id]
-            ids.append(token_id)
-            start += length
-        return ids
+                return [(self.unk_id, 0, len(word))]
+            chars = len(data[start : start + length].decode("utf-8"))  # a token is whole characters
+            spans.append((token_id, char, char + chars))
+            start, char = start + length, char + chars
+        return spans
 
     def encode_span(self, span: bytes) -> list[int]:
         """``encode_word`` of a span's text (the engines' model interface)."""
