@@ -6,7 +6,7 @@ The engines (``crayon.jit.engine.JitEngine``, ``crayon.jit.longest.LongestMatchE
 of at least ``LongTexts.min_bytes`` characters (default ``LONG_TEXT_BYTES``, 1 MB, or the environment variable
 ``CRAYON_LONG_TEXT_BYTES``) with ``LongTexts.encode_text``: the calling thread finds the cuts in a few kilobytes
 around each of the evenly spaced places where it wants one, each worker takes its part of the str, makes its
-UTF-8 (the caller's ``prepare`` first, when given) and encodes it, and the caller appends each part's ids to one
+UTF-8 (``utf8_of``, with the caller's ``prepare`` as its repair) and encodes it, and the caller appends each part's ids to one
 list as they come. With one core a text of at least 1.5 ``ONE_THREAD_PART_BYTES`` is cut too and its parts encoded
 one after the other: a part's UTF-8 and tokens are alive at a time, not the whole text's, and on 100 MB measured
 here that was faster too.
@@ -123,7 +123,7 @@ class LongTexts:
     def encode_text(self, text: str, encode_part: Callable[[np.ndarray], Any], join: Callable[[Iterator], Any],
                     prepare: Callable[[str], str] | None = None) -> Any:
         """``join`` of the iterator of ``encode_part`` (a read-only uint8 array of UTF-8 -> its tokens) of each part
-        of ``text``, in order, the parts' UTF-8 made (after ``prepare``, where given: a str -> the str to encode)
+        of ``text``, in order, the parts' UTF-8 made (``utf8_of``: ``prepare``, where given, repairs a part that has none)
         and encoded on ``threads`` threads at once, or one after the other on the calling thread where there is
         one (``join`` takes each part as soon as it and the ones before it are done); None where the text is not
         cut (shorter than ``min_bytes`` characters, no proven rule for this tokenizer, or no cut in it): the
@@ -138,7 +138,7 @@ class LongTexts:
 
         def encode(i: int):
             part = text[bounds[i] : bounds[i + 1]]
-            encoded = (part if prepare is None else prepare(part)).encode("utf-8")
+            encoded = utf8_of(part, prepare)
             return encode_part(np.frombuffer(encoded, np.uint8))
 
         return join(worker_map(encode, range(len(bounds) - 1), threads))
@@ -152,6 +152,17 @@ def _byte_offsets(data: bytes) -> np.ndarray:
 def _char_offsets(data: bytes, byte_offsets: list[int]) -> list[int]:
     """The character offsets of byte offsets that start characters of UTF-8 ``data``."""
     return np.searchsorted(_byte_offsets(data), byte_offsets).tolist()
+
+
+def utf8_of(text: str, repair: Callable[[str], str] | None = None) -> bytes:
+    """``text.encode("utf-8")``, or, for a text with no UTF-8 encoding (lone surrogates), that of ``repair(text)``
+    where ``repair`` is given: a text that has one is encoded once, not checked first."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        if repair is None:
+            raise
+        return repair(text).encode("utf-8")
 
 
 def joined_arrays(parts: Iterable[np.ndarray]) -> np.ndarray:
