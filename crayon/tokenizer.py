@@ -94,11 +94,35 @@ def _text_list(texts: Sequence[str]) -> list[str]:
     return texts if type(texts) is list else list(texts)
 
 
+SPECIAL_SEARCH_HITS = 64  # _search_specials tries the regex at this many places, and one more per 4096 characters
+
+
+def _search_specials(pattern, first: str | None, text: str):
+    """``pattern.search(text)``, where every token of ``pattern`` begins with the character ``first`` (None: not
+    all with the same one): the regex is tried only where ``str.find`` (memchr: 10-40x faster than the regex on
+    English text) finds ``first``, while those places are few (``SPECIAL_SEARCH_HITS``), then over the rest."""
+    if first is None:
+        return pattern.search(text)
+    position = text.find(first)
+    hits = 0
+    while position >= 0:
+        hits += 1
+        if hits > SPECIAL_SEARCH_HITS + (position >> 12):
+            return pattern.search(text, position)
+        found = pattern.match(text, position)
+        if found:
+            return found
+        position = text.find(first, position + 1)
+    return None
+
+
 def _refuse_disallowed(texts: Sequence[str], disallowed: AbstractSet[str]) -> None:
     """SpecialTokenError for the first text holding one of the ``disallowed`` special tokens."""
     if not disallowed:
         return
-    search = special_token_regex(disallowed).search
+    firsts = {token[:1] for token in disallowed}
+    search = functools.partial(_search_specials, special_token_regex(disallowed),
+                               next(iter(firsts)) if len(firsts) == 1 and "" not in firsts else None)
     if len(texts) > 1 and search("".join(texts)) is None:  # one search: a text's match would show in the join
         return
     for text in texts:

@@ -180,6 +180,9 @@ def test_extend_ids_appends_the_id_objects_and_counts_references(kernels):
     extend_ids(kernel, ids, np.zeros(0, np.uint32), pair)
     extend_ids(kernel, ids, tokens[100:], pair)
     assert ids == ["start", *tokens.tolist()] and all(ids[i + 1] is objects[t] for i, t in enumerate(tokens))
+    ids.extend(["end"] * 1000)  # the item array the kernel grew goes on growing as any list's
+    assert ids[:301] == ["start", *tokens.tolist()] and ids[301:] == ["end"] * 1000
+    del ids[301:]
     grown = [sys.getrefcount(objects[i]) for i in (400, 505, 300, 999)]
     assert [g - b for g, b in zip(grown, before)] == [50, 100, 50, 100]
     del ids

@@ -208,3 +208,34 @@ def test_span_boundary_after_cuts_where_spans_end_and_stay_the_same(text, patter
     assert cut in [0, *ends] or cut == len(data)
     cut_text = data[:cut].decode("utf-8")
     assert span_ends(cut_text, pattern) == [end for end in ends if end <= cut]
+
+
+@functools.lru_cache(maxsize=None)
+def lite_longest(engine: str):
+    """"reference", "jit", or "cut": the jit engine cutting every text at every allowed place, parts in turn."""
+    tok = crayon.load("lite", algorithm="longest", backend="reference" if engine == "reference" else "jit")
+    if engine == "cut":
+        long_texts = tok.engine.long_texts
+        long_texts.min_bytes, long_texts.part_bytes, long_texts.threads = 1, 1, 1
+    return tok
+
+
+UNICODE_PIECES = st.lists(st.sampled_from(["hello", " World", "\ud800", "\udfff", "\ud83d\ude00", "é", " 日本", " ",
+                                           "\n", "'s", "—", "½", "\u0301", "12"]), max_size=25).map("".join)
+
+
+@settings(max_examples=150, deadline=None)
+@given(UNICODE_PIECES)
+def test_public_calls_repair_lone_surrogates_as_the_reference(text):
+    """The jit engine makes the UTF-8 once (``prepare`` repairs only a text or part with none): every public call
+    gives the reference engine's ids, lone surrogates as U+FFFD, whole or cut, long (over SHORT_TEXT) or short."""
+    reference = lite_longest("reference")
+    for piece in (text, text * 3):
+        expected = reference.encode(piece)
+        assert reference.encode_ordinary(piece) == expected
+        for engine in ("jit", "cut"):
+            tok = lite_longest(engine)
+            assert tok.encode(piece) == expected
+            assert tok.encode_ordinary(piece) == expected
+            assert tok.encode_to_numpy(piece).tolist() == expected
+            assert tok.encode_batch([piece, "x", piece]) == [expected, tok.encode("x"), expected]

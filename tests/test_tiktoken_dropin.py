@@ -167,3 +167,29 @@ def test_hf_vocabulary_habits_match_hf_tokenizers(tmp_path):
         assert tok.token_to_id(token) == hf.token_to_id(token), token
     for token_id in (0, 31373, 50256, 50257):
         assert tok.id_to_token(token_id) == hf.id_to_token(token_id), token_id
+
+
+SPECIAL_PIECES = st.lists(st.sampled_from(["<", "<|", "|>", "<|endoftext|>", "<|fim_prefix|>", "<|endofprompt|>",
+                                           "<|endoftext", "a", " b", "\n", "é", "<" * 70]), max_size=12).map("".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(SPECIAL_PIECES)
+def test_disallowed_specials_are_found_as_tiktoken_finds_them(text):
+    """The search for disallowed specials (``str.find`` of their first character, the regex only there, or over
+    the rest where those places are many) names the special tiktoken names, or none where tiktoken finds none."""
+    import re
+
+    reference, tok = tiktoken_encoding("cl100k_base"), crayon.load("cl100k_base")
+
+    def named(encode, piece):
+        try:
+            encode(piece)
+        except ValueError as error:
+            return re.search(r"disallowed special token '(.*?)'", str(error)).group(1)
+        return None
+
+    for piece in (text, "x" * 5000 + text, ("<a " * 100 + "\n") * 20 + text):
+        expected = named(reference.encode, piece)
+        assert named(tok.encode, piece) == expected
+        assert named(lambda one: tok.encode_batch(["a", one]), piece) == expected

@@ -22,6 +22,8 @@ def available_cores() -> int:
     """The cores this process may run on (CPU affinity, ``os.sched_getaffinity``), capped by a container's CPU
     quota (cgroup v2 ``cpu.max`` or v1 ``cpu.cfs_quota_us``, rounded up); at least 1."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if cores <= 1:
+        return 1  # no quota to read (it takes tens of microseconds)
     quota = cgroup_cpu_quota()
     return max(1, min(cores, math.ceil(quota)) if quota is not None else cores)
 

@@ -3,14 +3,19 @@
 
 ``id_objects(n).take(tokens).tolist()`` touches every id's int object three times (take and tolist each add a
 reference, freeing the taken array drops one) through a temporary object array; ``id_list_kernel`` makes the list
-and adds each reference once. It calls CPython's C API (``PyList_New``, ``Py_IncRef``, ``PyList_SetItem``) with
-the GIL, which it takes itself (``PyGILState_Ensure``): the compiled kernels are called with the GIL released.
+and adds each reference once. It makes the list with CPython's C API (``PyList_New``) with the GIL, which it takes
+itself (``PyGILState_Ensure``): the compiled kernels are called with the GIL released. It writes the new list's
+item array itself, as ``PyList_SET_ITEM`` does, and before CPython 3.12 adds each reference as ``Py_INCREF`` does
+(the count is the object's first word; from 3.12 on ``Py_IncRef``, which knows immortal objects, is called):
+measured on the English corpora (``bench/longest.py``), a call of ``Py_IncRef`` and ``PyList_SetItem`` per id
+took 3-4 of the 9-10 ns an id cost. A free-threaded CPython, whose lists are made otherwise, gets those calls.
 ``id_list`` is the Python side: the list's address comes back as an integer and becomes the list object here.
 ``id_lists_kernel`` (``id_lists``) makes a batch's list of lists the same way, each reference added once (cutting one
 long list into slices added each a second time, at random places in memory: it took longer than the kernel on
 242,877 short lines). ``id_list_extend_kernel`` (``extend_ids``) appends to a
 list instead: a long text's parts, encoded on worker threads, are added to one list on the calling thread as
-they come, in one pass, the workers never waiting for the GIL to make lists.
+they come, in one pass, the workers never waiting for the GIL to make lists. It grows the list's item array once
+per part, as ``list.extend`` does (``PyMem_Realloc``), and writes the items as ``id_list_kernel`` does.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
+import sys
+import sysconfig
 import threading
 from typing import Iterable, Sequence
 
@@ -80,21 +87,106 @@ def _new_list(typingctx, size):
     return types.int64(types.int64), codegen
 
 
+# PyListObject ends with ob_size, ob_item (the item array) and allocated (its length), all word-sized
+LIST_SIZE, LIST_ITEMS, LIST_ALLOCATED = list.__basicsize__ - 24, list.__basicsize__ - 16, list.__basicsize__ - 8
+DIRECT_ITEMS = not sysconfig.get_config_var("Py_GIL_DISABLED")  # lists whose item array id_lists may write
+INLINE_REFERENCES = DIRECT_ITEMS and sys.version_info < (3, 12)  # no immortal objects: Py_INCREF adds 1
+
+
+def _list_field(builder, list_address, offset):
+    from llvmlite import ir
+
+    word = ir.IntType(64)
+    return builder.inttoptr(builder.add(list_address, ir.Constant(word, offset)), word.as_pointer())
+
+
 @intrinsic
-def _set_shared_item(typingctx, list_address, index, item_address):
-    """list[index] = the object at ``item_address``, with a new reference to it (the list's slot was empty)."""
+def _list_items(typingctx, list_address):
+    """The address of the item array of the list at ``list_address`` (0 where ``DIRECT_ITEMS`` is false)."""
     from llvmlite import ir
     from numba.core import types
 
     def codegen(context, builder, signature, args):
-        pointer = ir.IntType(8).as_pointer()
-        item = builder.inttoptr(args[2], pointer)
-        builder.call(_c_function(builder, "Py_IncRef", ir.VoidType(), [pointer]), [item])
-        set_item = _c_function(builder, "PyList_SetItem", ir.IntType(32), [pointer, ir.IntType(64), pointer])
-        builder.call(set_item, [builder.inttoptr(args[0], pointer), args[1], item])
+        if not DIRECT_ITEMS:
+            return ir.Constant(ir.IntType(64), 0)
+        return builder.load(_list_field(builder, args[0], LIST_ITEMS))
+
+    return types.int64(types.int64), codegen
+
+
+@intrinsic
+def _set_shared_item(typingctx, list_address, items, index, item_address):
+    """list[index] = the object at ``item_address``, with a new reference to it (the list's slot was empty);
+    ``items`` is ``_list_items`` of the list."""
+    from llvmlite import ir
+    from numba.core import types
+
+    def codegen(context, builder, signature, args):
+        word, pointer = ir.IntType(64), ir.IntType(8).as_pointer()
+        if INLINE_REFERENCES:
+            count = builder.inttoptr(args[3], word.as_pointer())
+            builder.store(builder.add(builder.load(count), ir.Constant(word, 1)), count)
+        else:
+            builder.call(_c_function(builder, "Py_IncRef", ir.VoidType(), [pointer]), [builder.inttoptr(args[3], pointer)])
+        if DIRECT_ITEMS:
+            builder.store(args[3], builder.gep(builder.inttoptr(args[1], word.as_pointer()), [args[2]]))
+        else:
+            set_item = _c_function(builder, "PyList_SetItem", ir.IntType(32), [pointer, word, pointer])
+            builder.call(set_item, [builder.inttoptr(args[0], pointer), args[2], builder.inttoptr(args[3], pointer)])
         return context.get_dummy_value()
 
-    return types.void(types.int64, types.int64, types.uint64), codegen
+    return types.void(types.int64, types.int64, types.int64, types.uint64), codegen
+
+
+@intrinsic
+def _grown_items(typingctx, list_address, extra):
+    """``_list_items`` of the list at ``list_address`` once its item array has room for ``extra`` more items (its
+    length unchanged), as ``list.extend`` grows it; 0 where there is no memory. Only where ``DIRECT_ITEMS``."""
+    from llvmlite import ir
+    from numba.core import cgutils, types
+
+    def codegen(context, builder, signature, args):
+        word, pointer = ir.IntType(64), ir.IntType(8).as_pointer()
+        items_field = _list_field(builder, args[0], LIST_ITEMS)
+        allocated_field = _list_field(builder, args[0], LIST_ALLOCATED)
+        wanted = builder.add(builder.load(_list_field(builder, args[0], LIST_SIZE)), args[1])
+        result = cgutils.alloca_once_value(builder, builder.load(items_field))
+        with builder.if_then(builder.icmp_signed(">", wanted, builder.load(allocated_field)), likely=False):
+            allocated = builder.add(wanted, builder.lshr(wanted, ir.Constant(word, 3)))  # 1/8 more, as CPython
+            realloc = _c_function(builder, "PyMem_Realloc", pointer, [pointer, word])
+            grown = builder.call(realloc, [builder.inttoptr(builder.load(items_field), pointer),
+                                           builder.mul(allocated, ir.Constant(word, 8))])
+            grown = builder.ptrtoint(grown, word)
+            builder.store(grown, result)
+            with builder.if_then(builder.icmp_unsigned("!=", grown, ir.Constant(word, 0))):
+                builder.store(grown, items_field)
+                builder.store(allocated, allocated_field)
+        return builder.load(result)
+
+    return types.int64(types.int64, types.int64), codegen
+
+
+@intrinsic
+def _list_length(typingctx, list_address):
+    """len() of the list at ``list_address``."""
+    from numba.core import types
+
+    def codegen(context, builder, signature, args):
+        return builder.load(_list_field(builder, args[0], LIST_SIZE))
+
+    return types.int64(types.int64), codegen
+
+
+@intrinsic
+def _set_length(typingctx, list_address, length):
+    """The list at ``list_address`` holds its first ``length`` items (written, within its item array)."""
+    from numba.core import types
+
+    def codegen(context, builder, signature, args):
+        builder.store(args[1], _list_field(builder, args[0], LIST_SIZE))
+        return context.get_dummy_value()
+
+    return types.void(types.int64, types.int64), codegen
 
 
 @intrinsic
@@ -155,13 +247,14 @@ def id_list_kernel(tokens, addresses):
     if made == 0:
         _gil_release(state)
         return NO_MEMORY
+    items = _list_items(made)
     for i in range(tokens.shape[0]):
         token = tokens[i]
         if token >= addresses.shape[0]:
             _drop(made)
             _gil_release(state)
             return BAD_ID
-        _set_shared_item(made, i, addresses[token])
+        _set_shared_item(made, items, i, addresses[token])
     _gil_release(state)
     return made
 
@@ -183,13 +276,14 @@ def id_lists_kernel(tokens, bounds, addresses):
             _gil_release(state)
             return NO_MEMORY
         _set_new_item(made, d, inner)
+        items = _list_items(inner)
         for i in range(start, bounds[d + 1]):
             token = tokens[i]
             if token >= addresses.shape[0]:
                 _drop(made)
                 _gil_release(state)
                 return BAD_ID
-            _set_shared_item(inner, i - start, addresses[token])
+            _set_shared_item(inner, items, i - start, addresses[token])
     _gil_release(state)
     return made
 
@@ -199,6 +293,22 @@ def id_list_extend_kernel(list_address, tokens, addresses):
     """Append the objects at addresses[tokens[i]] to the list at ``list_address``; how many were appended: all,
     or fewer where a token has no address (the rest not appended) or memory ran out (NO_MEMORY)."""
     state = _gil_ensure()
+    if DIRECT_ITEMS and tokens.shape[0]:
+        length = _list_length(list_address)
+        items = _grown_items(list_address, tokens.shape[0])
+        if items == 0:
+            _gil_release(state)
+            return NO_MEMORY
+        for i in range(tokens.shape[0]):
+            token = tokens[i]
+            if token >= addresses.shape[0]:
+                _set_length(list_address, length + i)
+                _gil_release(state)
+                return i
+            _set_shared_item(list_address, items, length + i, addresses[token])
+        _set_length(list_address, length + tokens.shape[0])
+        _gil_release(state)
+        return tokens.shape[0]
     for i in range(tokens.shape[0]):
         token = tokens[i]
         if token >= addresses.shape[0]:

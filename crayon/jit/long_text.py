@@ -6,9 +6,10 @@ The engines (``crayon.jit.engine.JitEngine``, ``crayon.jit.longest.LongestMatchE
 of at least ``LongTexts.min_bytes`` characters (default ``LONG_TEXT_BYTES``, 1 MB, or the environment variable
 ``CRAYON_LONG_TEXT_BYTES``) with ``LongTexts.encode_text``: the calling thread finds the cuts in a few kilobytes
 around each of the evenly spaced places where it wants one, each worker takes its part of the str, makes its
-UTF-8 (the caller's ``prepare`` first, when given) and encodes it, and the caller appends each part's ids to one
-list as they come. With one core the parts are encoded one after the other: a tenth of the text's UTF-8 and
-tokens is alive at a time, not all of it, and measured here that was faster too.
+UTF-8 (``utf8_of``, with the caller's ``prepare`` as its repair) and encodes it, and the caller appends each part's ids to one
+list as they come. With one core a text of at least 1.5 ``ONE_THREAD_PART_BYTES`` is cut too and its parts encoded
+one after the other: a part's UTF-8 and tokens are alive at a time, not the whole text's, and on 100 MB measured
+here that was faster too.
 The engines see ordinary text only (``Tokenizer`` cuts special and added tokens out first), so the rule is the
 pre-tokenizer's alone; a tokenizer it does not cover (no known pattern, a normalizer) keeps encoding on one
 thread, as does a text with no cut in it.
@@ -28,6 +29,10 @@ from crayon.jit.cores import available_cores, worker_map
 LONG_TEXT_BYTES = 1 << 20
 PARTS_PER_THREAD = 8  # parts per thread: the last part, whose ids are appended after the others, is small
 MIN_PART_BYTES = 1 << 16
+# With one thread, parts only bound the memory a text takes at once (its UTF-8, the kernels' arrays): a text of
+# 1-4 MB cut in eight took 3-8 ns a token more than whole with longest match (``bench/longest.py``), so parts are
+# this long at least, and a text under 1.5 times this stays whole.
+ONE_THREAD_PART_BYTES = 1 << 23
 SEARCH_CHARS = 1 << 12  # encode_text looks for a cut this far around each place it wants one; then wider
 WIDEST_SEARCH_CHARS = 1 << 20  # ... up to this far (a text without spaces or line starts is cut less)
 RULE_READS = 8  # is_cut(data, p) reads data[p - 7 : p + 4]: a cut searched in a window keeps this far from its ends
@@ -39,8 +44,8 @@ class LongTexts:
     ``min_bytes``: texts at least this long are cut (characters of a str, bytes of UTF-8). ``threads``: how many
     (None: ``available_cores()`` at each call, the CPU affinity capped by a cgroup quota, as everywhere in
     Crayon). ``part_bytes``: the size parts are cut to, in the same unit (None: the text split evenly,
-    ``PARTS_PER_THREAD`` parts per thread, none under ``MIN_PART_BYTES``; tests set 1 to cut at every allowed
-    position)."""
+    ``PARTS_PER_THREAD`` parts per thread, none under ``MIN_PART_BYTES``, with one thread none under
+    ``ONE_THREAD_PART_BYTES``; tests set 1 to cut at every allowed position)."""
 
     def __init__(self, tokenizer, *, min_bytes: int | None = None, threads: int | None = None,
                  part_bytes: int | None = None):
@@ -65,11 +70,16 @@ class LongTexts:
                 self.refusal = str(error)
         return self._rule
 
+    def part_size(self, size: int, threads: int) -> int:
+        """How long the parts of a text of ``size`` are cut for ``threads`` threads (see the class)."""
+        least = MIN_PART_BYTES if threads > 1 else ONE_THREAD_PART_BYTES
+        return self.part_bytes or max(least, math.ceil(size / (threads * PARTS_PER_THREAD)))
+
     def parts(self, data: bytes, threads: int) -> list[tuple[int, int]]:
         """(start, end) byte ranges of ``data`` cut by the rule into parts of about ``part_bytes``."""
         from crayon.reference.pipeline import Document, cut_document
 
-        part = self.part_bytes or max(MIN_PART_BYTES, math.ceil(len(data) / (threads * PARTS_PER_THREAD)))
+        part = self.part_size(len(data), threads)
         return list(cut_document(Document("text", data, 0, len(data)), self.cut_rule(), part))
 
     def cuts(self, text: str, threads: int) -> list[int]:
@@ -77,7 +87,7 @@ class LongTexts:
         (0 < cut < len(text)). Each cut is searched in the text around the place it is wanted, widening from
         ``SEARCH_CHARS`` to ``WIDEST_SEARCH_CHARS``; with parts shorter than that, the cuts of the whole text's
         UTF-8 (``parts``) are taken instead."""
-        part = self.part_bytes or max(MIN_PART_BYTES, math.ceil(len(text) / (threads * PARTS_PER_THREAD)))
+        part = self.part_size(len(text), threads)
         if part < 2 * SEARCH_CHARS:
             data = text.encode("utf-8", "surrogatepass")  # lone surrogates: 3 bytes, never a cut's neighbours
             return _char_offsets(data, [start for start, _ in self.parts(data, threads)[1:]])
@@ -113,7 +123,7 @@ class LongTexts:
     def encode_text(self, text: str, encode_part: Callable[[np.ndarray], Any], join: Callable[[Iterator], Any],
                     prepare: Callable[[str], str] | None = None) -> Any:
         """``join`` of the iterator of ``encode_part`` (a read-only uint8 array of UTF-8 -> its tokens) of each part
-        of ``text``, in order, the parts' UTF-8 made (after ``prepare``, where given: a str -> the str to encode)
+        of ``text``, in order, the parts' UTF-8 made (``utf8_of``: ``prepare``, where given, repairs a part that has none)
         and encoded on ``threads`` threads at once, or one after the other on the calling thread where there is
         one (``join`` takes each part as soon as it and the ones before it are done); None where the text is not
         cut (shorter than ``min_bytes`` characters, no proven rule for this tokenizer, or no cut in it): the
@@ -128,7 +138,7 @@ class LongTexts:
 
         def encode(i: int):
             part = text[bounds[i] : bounds[i + 1]]
-            encoded = (part if prepare is None else prepare(part)).encode("utf-8")
+            encoded = utf8_of(part, prepare)
             return encode_part(np.frombuffer(encoded, np.uint8))
 
         return join(worker_map(encode, range(len(bounds) - 1), threads))
@@ -142,6 +152,17 @@ def _byte_offsets(data: bytes) -> np.ndarray:
 def _char_offsets(data: bytes, byte_offsets: list[int]) -> list[int]:
     """The character offsets of byte offsets that start characters of UTF-8 ``data``."""
     return np.searchsorted(_byte_offsets(data), byte_offsets).tolist()
+
+
+def utf8_of(text: str, repair: Callable[[str], str] | None = None) -> bytes:
+    """``text.encode("utf-8")``, or, for a text with no UTF-8 encoding (lone surrogates), that of ``repair(text)``
+    where ``repair`` is given: a text that has one is encoded once, not checked first."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        if repair is None:
+            raise
+        return repair(text).encode("utf-8")
 
 
 def joined_arrays(parts: Iterable[np.ndarray]) -> np.ndarray:

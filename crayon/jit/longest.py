@@ -28,7 +28,7 @@ same either way).
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -39,7 +39,7 @@ from crayon.jit.dat import check_dat_arrays
 from crayon.jit.id_lists import id_list, id_list_extend_kernel, id_list_kernel, joined_ids, shared_ids
 from crayon.jit.kernels import SPAN_BATCH
 from crayon.jit.lazy import njit
-from crayon.jit.long_text import LongTexts, joined_arrays
+from crayon.jit.long_text import LongTexts, joined_arrays, utf8_of
 from crayon.jit.pretokenize import (CL100K, O200K, PATTERN_IDS, classify_characters, fill_span_ends, jit_pattern_of,
                                     trailing_zeros, unicode_tables)
 from crayon.jit.status import NO_PROGRESS, raise_for_status
@@ -52,7 +52,7 @@ class LongestMatchEngine:
     in Python, then ``encode_spans``. Lists are built by ``id_list`` (one shared Python int per id)."""
 
     name = "jit"
-    capabilities = frozenset({"threads", "compiled"})
+    capabilities = frozenset({"threads", "compiled", "prepare"})
 
     def __init__(self, tokenizer):
         model = tokenizer.model
@@ -73,11 +73,13 @@ class LongestMatchEngine:
             self._walk_tables = match_tables(self._model)
         return self._walk_tables
 
-    def encode_ordinary_array(self, text: str) -> np.ndarray:
-        """Ids of ordinary text (no special tokens) as a uint32 array."""
+    def encode_ordinary_array(self, text: str, prepare: Callable[[str], str] | None = None) -> np.ndarray:
+        """Ids of ordinary text (no special tokens) as a uint32 array; ``prepare`` as in ``encode_ordinary``."""
         if self._pattern_name is not None:
-            tokens = self.long_texts.encode_text(text, self._encode_text, joined_arrays)
-            return self._encode_text(np.frombuffer(text.encode("utf-8"), np.uint8)) if tokens is None else tokens
+            tokens = self.long_texts.encode_text(text, self._encode_text, joined_arrays, prepare)
+            return self._encode_text(np.frombuffer(utf8_of(text, prepare), np.uint8)) if tokens is None else tokens
+        if prepare is not None:
+            text = prepare(text)
         if self._normalizer is not None:
             text = self._normalizer(text)
         spans = [span.encode("utf-8") for span in self._pretokenizer(text)]
@@ -94,13 +96,15 @@ class LongestMatchEngine:
             raise_for_status(count, data, self._fallback)
         return out[:count].view(np.uint32)
 
-    def encode_ordinary(self, text: str) -> list[int]:
+    def encode_ordinary(self, text: str, prepare: Callable[[str], str] | None = None) -> list[int]:
+        """Ids of ordinary text. ``prepare`` (the caller's repair of a str with no UTF-8 encoding) is applied where
+        the text's UTF-8 is made (``utf8_of``: only to a text, or a long text's part, that has none)."""
         if self._pattern_name is None:
-            return self.as_list(self.encode_ordinary_array(text))
-        tokens = self.long_texts.encode_text(text, self._encode_text, self._joined_ids)
+            return self.as_list(self.encode_ordinary_array(text, prepare))
+        tokens = self.long_texts.encode_text(text, self._encode_text, self._joined_ids, prepare)
         if tokens is not None:
             return tokens
-        return self.as_list(self._encode_text(np.frombuffer(text.encode("utf-8"), np.uint8)))
+        return self.as_list(self._encode_text(np.frombuffer(utf8_of(text, prepare), np.uint8)))
 
     def _joined_ids(self, parts: Iterator[np.ndarray]) -> list[int]:
         return joined_ids(id_list_extend_kernel, parts, self._shared_ids())
@@ -114,8 +118,12 @@ class LongestMatchEngine:
         """``ids.tolist()`` through ``id_list``; CartridgeError for an id no token has (a corrupt DAT)."""
         return id_list(id_list_kernel, ids, self._shared_ids())
 
-    def encode_ordinary_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
-        """Ids of each text; ``num_threads`` threads (default: ``available_cores()``) share the texts."""
+    def encode_ordinary_batch(self, texts: Sequence[str], num_threads: int | None = None,
+                              prepare: Callable[[Sequence[str]], Sequence[str]] | None = None) -> list[list[int]]:
+        """Ids of each text; ``num_threads`` threads (default: ``available_cores()``) share the texts. ``prepare``
+        (the caller's checks and repairs of the texts) maps the texts first."""
+        if prepare is not None:
+            texts = prepare(texts)
         threads = available_cores() if num_threads is None else num_threads
         if threads < 1:
             raise ValueError(f"num_threads must be at least 1, not {num_threads}")
