@@ -103,7 +103,7 @@ def before_after(before: dict, after: dict) -> list[dict]:
     """Rows of both runs matched by vocabulary, corpus and pass: crayon's MB/s and its time over fastokens'."""
     old = {(row["vocabulary"], row["corpus"], row["pass"]): row for row in before["rows"]}
     table = []
-    print(f"\nbefore -> after (crayon MB/s; crayon's time over fastokens', above 1: fastokens is faster)")
+    print("\nbefore -> after (crayon MB/s; crayon's time over fastokens', above 1: fastokens is faster)")
     print(f"{'vocabulary':<12} {'corpus':<18} {'pass':<12} {'MB/s before':>11} {'after':>7} {'c/fastok before':>15}"
           f" {'after':>6}")
     for row in after["rows"]:

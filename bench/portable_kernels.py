@@ -49,7 +49,7 @@ def main() -> None:
             print(f"{label}: built in {report['targets'][label]['build_seconds']} s, "
                   f"{report['targets'][label]['bytes']} bytes")
         texts = {"big.txt": corpus_text("big.txt", 2_000_000), "multilingual.txt": corpus_text("multilingual.txt", 1_000_000)}
-        print(f"\n| encoding | text | host MB/s | x86-64 MB/s | x86-64 time / host time |\n| --- | --- | --- | --- | --- |")
+        print("\n| encoding | text | host MB/s | x86-64 MB/s | x86-64 time / host time |\n| --- | --- | --- | --- | --- |")
         for name in ("cl100k_base", "o200k_base"):
             tok = crayon.load(name)
             engines = {}

@@ -32,7 +32,6 @@ from pathlib import Path
 
 os.environ.setdefault("RAYON_NUM_THREADS", "1")  # HF tokenizers single thread (set before it is imported)
 
-import numpy as np  # noqa: E402
 import quicktok  # noqa: E402
 import tiktoken  # noqa: E402
 import tokenizers  # noqa: E402

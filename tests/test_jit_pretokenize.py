@@ -6,7 +6,6 @@ from importlib import resources
 
 import numpy as np
 import pytest
-import regex
 from conftest import CORPUS_FILES, corpus_text
 from hypothesis import given, settings
 from hypothesis import strategies as st
