@@ -424,6 +424,16 @@ def test_offsets_match_hf_through_every_normalizer_and_pre_tokenizer(hf_config, 
     assert tok.encode_with_offsets(text, allowed_special="all") == (expected.ids, expected.offsets)
 
 
+@settings(max_examples=150, deadline=None)
+@given(text=text_around_tokens, add_special_tokens=st.booleans())
+def test_offsets_match_hf_around_added_tokens_with_options(optioned, text, add_special_tokens):
+    """Tokens matched in the raw text and in the normalized text (NFKC, lowercase), stripping whitespace."""
+    hf, _, jit = optioned
+    expected = hf.encode(text, add_special_tokens=add_special_tokens)
+    assert jit.encode_with_offsets(text, allowed_special="all", add_special_tokens=add_special_tokens) == (
+        expected.ids, expected.offsets)
+
+
 def test_offsets_through_a_normalizer_without_alignments_are_refused_by_name():
     hf = trained("gpt2")
     spec = spec_from_hf(json.loads(hf.to_str()))
