@@ -610,10 +610,9 @@ class Tokenizer:
         marked, _ = self.post_processor.process(offsets, pair_offsets, add_special_tokens=add_special_tokens)
         return framed_ids, [span if isinstance(span, tuple) else (0, 0) for span in marked]
 
-    def _ids_and_offsets(self, text: str, *, allowed_special, disallowed_special,
-                         trimmed: bool = True) -> tuple[list[int], list[tuple[int, int]]]:
-        """The ids of one text and their HF offsets (the post-processor's trims applied unless not ``trimmed``,
-        no framing). The text's pieces follow HF's alignments (``crayon.reference.alignments``) through the
+    def _ids_and_offsets(self, text: str, *, allowed_special,
+                         disallowed_special) -> tuple[list[int], list[tuple[int, int]]]:
+        """The ids of one text and their HF offsets (the post-processor's trims applied, no framing). The text's pieces follow HF's alignments (``crayon.reference.alignments``) through the
         normalizer and pre-tokenizer; a byte-level piece with neither is mapped from its tokens' bytes."""
         text = _as_utf8_safe(text)
         raw, normalized, normalized_ids = self._added_matcher(self._check_specials(text, allowed_special,
@@ -637,7 +636,7 @@ class Tokenizer:
                     continue
                 at_start = index == 0 and inner_index == 0
                 self._append_offsets(piece[inner_start:inner_end], at_start, ids, offsets, strings)
-        if self.post_processor is not None and trimmed:
+        if self.post_processor is not None:
             offsets = self.post_processor.trim_offsets(strings, offsets)
         return ids, offsets
 
@@ -675,7 +674,7 @@ class Tokenizer:
         lengths = self.token_byte_lengths()[np.asarray(piece_ids, np.int64)] if byte_level else None
         if byte_level and self.normalizer is None and int(lengths.sum()) == len(piece.text.encode("utf-8")):
             begin = piece.spans[0][0]  # the piece is text as given: its tokens' bytes are its bytes
-            offsets.extend((begin + a, begin + b) for a, b in self.offsets_mapping(piece.text, piece_ids).tolist())
+            offsets.extend((begin + a, begin + b) for a, b in self._byte_spans(piece.text, piece_ids).tolist())
             ids.extend(piece_ids)
             strings.extend(to_byte_chars(self.decode_single_token_bytes(token_id)) for token_id in piece_ids)
             return
@@ -857,15 +856,22 @@ class Tokenizer:
 
     def offsets_mapping(self, text: str, tokens: np.ndarray) -> np.ndarray:
         """The character span ``(start, end)`` of each token of ``encode(text)`` in ``text`` (int64, shape
-        (n, 2)): the characters its bytes belong to; through a normalizer or a model over characters, HF's
-        offsets before the post-processor's trims (``encode_with_offsets``)."""
-        if self.normalizer is not None or self._model_is_over_characters():
+        (n, 2)), as HF's ``Encoding.offsets`` and transformers' ``return_offsets_mapping`` give them: the
+        characters its bytes belong to; through a normalizer, a model over characters or added tokens (which may
+        strip whitespace), HF's alignments; the post-processor's ``trim_offsets`` applied
+        (``encode_with_offsets``)."""
+        trims = self.post_processor is not None and bool(self.post_processor.offset_trims)
+        if trims or self.added_tokens or self.normalizer is not None or self._model_is_over_characters():
             listed = np.asarray(tokens).tolist()
             allowed = {special for special, token in self._special_tokens.items() if token in listed}
-            ids, spans = self._ids_and_offsets(text, allowed_special=allowed, disallowed_special=(), trimmed=False)
-            if ids != np.asarray(tokens).tolist():
+            ids, spans = self._ids_and_offsets(text, allowed_special=allowed, disallowed_special=())
+            if ids != listed:
                 raise ValueError("tokens are not the encoding of text")
             return np.array(spans, np.int64).reshape(-1, 2)
+        return self._byte_spans(text, tokens)
+
+    def _byte_spans(self, text: str, tokens: np.ndarray) -> np.ndarray:
+        """``offsets_mapping`` where each token is bytes of ``text``: the characters its bytes belong to."""
         data = np.frombuffer(_as_utf8_safe(text).encode("utf-8"), np.uint8)
         byte_ends = np.cumsum(self.token_byte_lengths()[np.asarray(tokens, np.int64)])
         if len(byte_ends) and byte_ends[-1] != len(data):

@@ -394,6 +394,17 @@ def test_offsets_match_hf(with_offsets, text, pair, add_special_tokens):
     assert offsets == expected.offsets
 
 
+@settings(max_examples=60, deadline=None)
+@given(texts=st.lists(text_around_tokens, min_size=1, max_size=3))
+def test_model_ready_offsets_are_hfs_trimmed_ones(with_offsets, texts):
+    """``return_offsets_mapping`` gives transformers' spans: the post-processor's ``trim_offsets`` applied."""
+    hf, tok = with_offsets
+    batch = tok(texts, pad_token_id=0, add_special_tokens=False, return_offsets_mapping=True, allowed_special="all")
+    for text, mask, spans in zip(texts, batch["attention_mask"], batch["offsets_mapping"]):
+        expected = hf.encode(text, add_special_tokens=False)
+        assert [tuple(span) for span in spans[mask == 1].tolist()] == expected.offsets
+
+
 @settings(max_examples=100, deadline=None)
 @given(text=family_text, pair=st.none() | family_text, add_special_tokens=st.booleans())
 def test_family_offsets_match_hf(family, text, pair, add_special_tokens):
