@@ -33,7 +33,7 @@ from crayon.jit.id_lists import id_list, id_lists, joined_ids, shared_ids
 from crayon.jit.kernels import ENCODERS, SPAN_BATCH
 from crayon.jit.long_text import LongTexts, joined_arrays
 from crayon.jit.pretokenize import PATTERN_IDS, jit_pattern_of, unicode_tables
-from crayon.jit.regex_vm import compiled_splits_of, kept_text, longest_slice, text_token_offsets
+from crayon.jit.regex_vm import compiled_splits_of, kept_text, longest_slice, normalized_texts, text_token_offsets
 from crayon.jit.status import NEED_SCRATCH, raise_for_status
 from crayon.jit.tables import build_bpe_tables, check_bpe_tables, kernel_tables
 from crayon.reference.cache import DEFAULT_BUCKETS, DEFAULT_LONG_ROWS, DEFAULT_LONGER_ROWS, LONGER_ROW_WORDS
@@ -330,7 +330,7 @@ class JitEngine:
         call on all their spans. A span never crosses a text and each token's bytes are its span's, so text i's
         tokens are those whose bytes end within its kept text (``text_token_offsets``)."""
         splits = self.compiled_splits
-        data, text_ends = splits.prepare_batch(texts if self._normalizer is None else list(map(self._normalizer, texts)))
+        data, text_ends = splits.prepare_batch(normalized_texts(self._normalizer, texts))
         ends, kept = splits.split(data, text_ends)
         kept_text_ends = text_ends
         if not kept.all():

@@ -539,6 +539,15 @@ def _matched_characters(program: Program) -> tuple[np.ndarray, bool]:
     return class_matched[classes] & not_surrogate, is_match(b"\xff")
 
 
+def normalized_texts(normalizer, texts: Sequence[str]) -> Sequence[str]:
+    """The texts after ``normalizer`` (None: as they are), at once where it has ``normalize_batch`` (HF's
+    normalizers)."""
+    if normalizer is None:
+        return texts
+    normalize_batch = getattr(normalizer, "normalize_batch", None)
+    return normalize_batch(texts) if normalize_batch is not None else [normalizer(text) for text in texts]
+
+
 class CompiledSplits:
     """A pre-tokenizer as compiled steps, after an optional space put before text that does not start with one
     (HF ByteLevel's ``add_prefix_space``): regex splits ``(program, behavior, invert)``, each on the pieces the

@@ -15,7 +15,7 @@ from crayon.jit.char_bpe import CharBytePairTables
 from crayon.jit.char_bpe import encode_spans as char_bpe_encode_spans
 from crayon.jit.cores import available_cores
 from crayon.jit.id_lists import id_list, id_list_kernel, id_lists, id_lists_kernel, shared_ids
-from crayon.jit.regex_vm import compiled_splits_of, kept_text
+from crayon.jit.regex_vm import compiled_splits_of, kept_text, normalized_texts
 from crayon.jit.unigram import encode_spans as unigram_encode_spans
 from crayon.jit.whitespace_normalizer import normalize_utf8
 from crayon.jit.wordpiece import encode_words
@@ -58,17 +58,10 @@ class VocabModelEngine:
         tables = CharBytePairTables(self.model)
         return lambda model, data, ends: char_bpe_encode_spans(tables, data, ends)
 
-    def _normalized(self, texts: Sequence[str]) -> Sequence[str]:
-        """The texts normalized, at once where the normalizer has ``normalize_batch`` (HF's normalizers)."""
-        if self._normalizer is None:
-            return texts
-        normalize_batch = getattr(self._normalizer, "normalize_batch", None)
-        return normalize_batch(texts) if normalize_batch is not None else [self._normalizer(text) for text in texts]
-
     def _spans(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(bytes of every span of every text, one after the other; their ends; the text each belongs to)."""
         if self.compiled_splits is None:
-            pieces = [self._pretokenizer(text) for text in self._normalized(texts)]
+            pieces = [self._pretokenizer(text) for text in normalized_texts(self._normalizer, texts)]
             spans = [span.encode("utf-8") for text_spans in pieces for span in text_spans]
             ends = np.cumsum(np.fromiter(map(len, spans), np.int64, len(spans)))
             text_of_span = np.repeat(np.arange(len(texts)), [len(text_spans) for text_spans in pieces])
@@ -77,7 +70,7 @@ class VocabModelEngine:
             data, text_ends = normalize_utf8(*self.compiled_splits.prepare_batch(texts), **self._whitespace_options)
             data.flags.writeable = False
         else:
-            data, text_ends = self.compiled_splits.prepare_batch(self._normalized(texts))
+            data, text_ends = self.compiled_splits.prepare_batch(normalized_texts(self._normalizer, texts))
         data, ends, kept, text_ends = self.compiled_splits.run(data, text_ends)
         starts = np.concatenate(([0], ends[:-1])) if len(ends) else ends
         text_of_span = np.searchsorted(text_ends, starts[(kept != 0) & (ends > starts)], side="right")
