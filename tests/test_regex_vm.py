@@ -3,6 +3,7 @@ tokenizers and on every construct it compiles (corpora, hypothesis text, every s
 its refusals, its Unicode tables, and the jit engine running compiled pre-tokenizers (same ids as the reference
 and as HF tokenizers)."""
 
+import functools
 import itertools
 import json
 import warnings
@@ -262,6 +263,26 @@ def test_compiled_batch_keeps_each_texts_tokens_apart(pattern):
     assert jit_tok.encode_ordinary_batch(texts) == expected
     tokens, offsets = jit_tok.engine.encode_ordinary_flat(texts)
     assert [tokens[offsets[i] : offsets[i + 1]].tolist() for i in range(len(texts))] == expected
+
+
+@settings(max_examples=30, deadline=None)
+@given(texts=st.lists(tokenizer_text, max_size=8))
+def test_compiled_batches_of_generated_texts(texts):
+    """Each text's tokens in a compiled batch are its own (the cut by ``text_token_offsets``), whether the pattern
+    keeps all text (Llama 3) or skips some (``[a-z]+``)."""
+    for pattern in (LLAMA3, r"[a-z]+"):
+        jit_tok, ref_tok = cl100k_pair(pattern)
+        assert jit_tok.encode_ordinary_batch(texts) == [ref_tok.encode_ordinary(text) for text in texts]
+
+
+@functools.cache
+def cl100k_pair(pattern: str) -> tuple[Tokenizer, Tokenizer]:
+    """cl100k's ranks with ``pattern``: (jit, reference) tokenizers, made once."""
+    ranks = mergeable_ranks("cl100k_base")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PatternCoverageWarning)
+        return (Tokenizer("custom", BytePairModel(ranks), pattern=pattern, backend="jit"),
+                Tokenizer("custom", BytePairModel(ranks), pattern=pattern, backend="reference"))
 
 
 def test_engine_falls_back_with_one_warning_naming_the_construct():
