@@ -146,7 +146,9 @@ class UnicodeNormalizer(Normalizer):
     def __call__(self, text: str) -> str:
         # HF's older tables decompose and compose a subset of what Python's do, so text Python finds normalized
         # HF leaves alone too (ASCII text is normalized in every form).
-        if text.isascii() or unicodedata.is_normalized(self.form, text):
+        # A line break is a starter nothing composes with, so a text is normalized where each of its lines is;
+        # is_normalized normalizes all of a text that holds a "maybe" character, line by line only such lines.
+        if text.isascii() or all(unicodedata.is_normalized(self.form, line) for line in text.split("\n")):
             return text
         if not _not_normalized_by_hf_mask()[np.frombuffer(text.encode("utf-32-le"), np.uint32)].any():
             return unicodedata.normalize(self.form, text)
