@@ -19,9 +19,9 @@ bytes. The merges hold, per byte of the distinct words, its token (int32), a wor
 occurrence entry (int32), with room for an eighth as many new occurrences (two int32 each): about 10 bytes; per
 word its first position (int32) and count (int64); and per pair ever counted, about 45 bytes (its row, count,
 hash slots and heap entry). On linux-source-6.1: 304k distinct words of 3.4 MB in the first 100 MB, 468k of
-4.6 MB in the first 500 MB, 986k of 8.8 MB in the whole 1,298 MB. On glibc, training pins malloc's mmap and trim
-thresholds at their defaults for the rest of the process (``_pin_mmap_threshold``), so that the arrays it frees
-go back to the system.
+4.6 MB in the first 500 MB, 986k of 8.8 MB in the whole 1,298 MB. On glibc, training fixes malloc's mmap and trim
+thresholds (2 and 4 MiB) for the rest of the process (``_pin_mmap_threshold``), so that the large arrays it
+frees go back to the system.
 """
 
 from __future__ import annotations
@@ -233,19 +233,23 @@ def count_words_jit(
     return arrays
 
 
-MMAP_THRESHOLD = TRIM_THRESHOLD = 128 * 1024  # glibc's defaults
+# Blocks above MMAP_THRESHOLD get their own mapping, returned to the system when freed; the per-chunk buffers of
+# counting (about 1 MB each) stay below it and are reused from malloc's arenas (mapping them afresh for each chunk
+# cost about 15% more CPU time in page faults on linux-source-6.1, at a 128 KiB threshold).
+MMAP_THRESHOLD = 2 << 20
+TRIM_THRESHOLD = 2 * MMAP_THRESHOLD  # as glibc sets it when it moves the mmap threshold
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt's parameter numbers (malloc.h)
 
 
 def _pin_mmap_threshold() -> None:
-    """Set glibc's mmap and trim thresholds to their defaults (``MMAP_THRESHOLD``, ``TRIM_THRESHOLD``) and keep
-    them there for this process; elsewhere nothing.
+    """Set glibc's mmap and trim thresholds to ``MMAP_THRESHOLD`` and ``TRIM_THRESHOLD`` and keep them there for
+    the rest of this process; elsewhere nothing.
 
-    glibc raises the mmap threshold each time a mapped block is freed (up to 32 MB; the trim threshold to twice
-    that), after which blocks below it come from its arenas and stay resident once freed, scattered. Training grows and frees arrays of many MB (on
-    linux-source-6.1 that left 20-60 MB resident and unused), so it pins the threshold: every array above it
-    is mapped and returned to the system when freed. This lasts for the rest of the process (glibc has no call
-    to restore the moving threshold); the cost is a system call per large allocation."""
+    glibc raises its mmap threshold each time a mapped block is freed (up to 32 MB; the trim threshold to twice
+    that), after which blocks below it come from its arenas and stay resident once freed, scattered. Training
+    grows and frees arrays of many MB (on linux-source-6.1 that left 20-60 MB resident and unused), so it fixes
+    the threshold: every larger array is mapped and returned to the system when freed. glibc has no call to
+    restore the moving threshold; the cost is a system call per large allocation."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
