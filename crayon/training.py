@@ -52,8 +52,8 @@ def train(
     ``"char"`` / ``"word"`` return a :class:`crayon.CharTokenizer` / :class:`crayon.WordTokenizer`.
     ``backend``: "jit" / "auto" (the Numba trainer, every core; its kernels are compiled ahead of time, once per
     machine, so training itself does not import numba) or "reference" (pure Python, same merges). On glibc the
-    "jit" trainer keeps malloc's mmap and trim thresholds at their defaults (128 KiB) for the rest of the process,
-    so that the large arrays it frees are returned to the system rather than kept in malloc's arenas.
+    "jit" trainer fixes malloc's mmap and trim thresholds (2 and 4 MiB) for the rest of the process, so that the
+    large arrays it frees are returned to the system rather than kept in malloc's arenas.
     ``min_frequency``: the least count of a kept character or word (``"char"`` / ``"word"``); BPE refuses it.
     ``reserved_special_tokens``: that many ``<|reserved_special_token_K|>`` special tokens after the others
     (counted in ``vocab_size``), to name later with ``Tokenizer.with_special_tokens`` without moving any id.

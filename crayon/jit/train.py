@@ -15,13 +15,13 @@ there is neither such a proof nor a jit pre-tokenizer, is run by ``regex`` over 
 Memory grows with the distinct words, never with the corpus itself, since exact training keeps every distinct
 word (as the reference and HF tokenizers do; none is pruned). Counting holds a bag per thread: per distinct word
 a row (start, length, count, hash: 32 bytes, grown by half) and two to four hash slots (4 bytes each), plus its
-bytes. The merges hold, per byte of the distinct words, its token (int32), a word-start flag (uint8) and its
+bytes. The merges hold, per byte of the distinct words, its token (int32), a word-start bit and its
 occurrence entry (int32), with room for an eighth as many new occurrences (two int32 each): about 10 bytes; per
 word its first position (int32) and count (int64); and per pair ever counted, about 45 bytes (its row, count,
 hash slots and heap entry). On linux-source-6.1: 304k distinct words of 3.4 MB in the first 100 MB, 468k of
-4.6 MB in the first 500 MB, 986k of 8.8 MB in the whole 1,298 MB. On glibc, training pins malloc's mmap and trim
-thresholds at their defaults for the rest of the process (``_pin_mmap_threshold``), so that the arrays it frees
-go back to the system.
+4.6 MB in the first 500 MB, 986k of 8.8 MB in the whole 1,298 MB. On glibc, training fixes malloc's mmap and trim
+thresholds (2 and 4 MiB) for the rest of the process (``_pin_mmap_threshold``), so that the large arrays it
+frees go back to the system.
 """
 
 from __future__ import annotations
@@ -233,19 +233,23 @@ def count_words_jit(
     return arrays
 
 
-MMAP_THRESHOLD = TRIM_THRESHOLD = 128 * 1024  # glibc's defaults
+# Blocks above MMAP_THRESHOLD get their own mapping, returned to the system when freed; the per-chunk buffers of
+# counting (about 1 MB each) stay below it and are reused from malloc's arenas (mapping them afresh for each chunk
+# cost about a fifth more CPU time, in page faults, on linux-source-6.1 at a 128 KiB threshold).
+MMAP_THRESHOLD = 2 << 20
+TRIM_THRESHOLD = 2 * MMAP_THRESHOLD  # as glibc sets it when it moves the mmap threshold
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt's parameter numbers (malloc.h)
 
 
 def _pin_mmap_threshold() -> None:
-    """Set glibc's mmap and trim thresholds to their defaults (``MMAP_THRESHOLD``, ``TRIM_THRESHOLD``) and keep
-    them there for this process; elsewhere nothing.
+    """Set glibc's mmap and trim thresholds to ``MMAP_THRESHOLD`` and ``TRIM_THRESHOLD`` and keep them there for
+    the rest of this process; elsewhere nothing.
 
-    glibc raises the mmap threshold each time a mapped block is freed (up to 32 MB; the trim threshold to twice
-    that), after which blocks below it come from its arenas and stay resident once freed, scattered. Training grows and frees arrays of many MB (on
-    linux-source-6.1 that left 20-60 MB resident and unused), so it pins the threshold: every array above it
-    is mapped and returned to the system when freed. This lasts for the rest of the process (glibc has no call
-    to restore the moving threshold); the cost is a system call per large allocation."""
+    glibc raises its mmap threshold each time a mapped block is freed (up to 32 MB; the trim threshold to twice
+    that), after which blocks below it come from its arenas and stay resident once freed, scattered. Training
+    grows and frees arrays of many MB (on linux-source-6.1 that left 20-60 MB resident and unused), so it fixes
+    the threshold: every larger array is mapped and returned to the system when freed. glibc has no call to
+    restore the moving threshold; the cost is a system call per large allocation."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
@@ -881,11 +885,22 @@ def _merged_token(left, right, token_bytes, token_spans, token_hashes, token_tab
 
 
 @njit(cache=True, inline="always")
+def _bit(bits, i):
+    """Bit i of the bit array ``bits`` (uint8, bit i % 8 of byte i // 8)."""
+    return (bits[i >> 3] >> (i & 7)) & 1 != 0
+
+
+@njit(cache=True, inline="always")
+def _set_bit(bits, i):
+    bits[i >> 3] |= np.uint8(1 << (i & 7))
+
+
+@njit(cache=True, inline="always")
 def _preceding(token, word_start, i):
     """The position of the token before the one at position i in its word, or -1 (skipping the positions
-    merged into their left neighbour). ``word_start[p]``: whether position p is the first of its word."""
+    merged into their left neighbour). ``word_start``: a bit per position, set where a word starts."""
     j = np.int64(i)
-    while word_start[j] == 0:
+    while not _bit(word_start, j):
         j -= 1
         if token[j] != _EMPTY:
             return j
@@ -894,10 +909,10 @@ def _preceding(token, word_start, i):
 
 @njit(cache=True, inline="always")
 def _following(token, word_start, i):
-    """The position of the token after the one at position i in its word, or -1 (``word_start`` has an entry
-    past the last position, set)."""
+    """The position of the token after the one at position i in its word, or -1 (``word_start`` has a bit past
+    the last position, set)."""
     j = np.int64(i) + 1
-    while word_start[j] == 0:
+    while not _bit(word_start, j):
         if token[j] != _EMPTY:
             return j
         j += 1
@@ -927,14 +942,14 @@ def learn_merges_kernel(token, first_positions, word_weights, n_tokens_wanted, p
     ``progress_cell[0]`` as it goes and stops early once ``progress_cell[1]`` is set.
     """
     n_positions = token.shape[0]  # token[i]: the id at position i, -1 once merged into its left neighbour
-    # Words are told apart by where they start: a flag per position, and the start of each word (a site's word,
+    # Words are told apart by where they start: a bit per position, and the start of each word (a site's word,
     # whose count weighs its pairs, is found by binary search: an int32 of the word per position would be the
     # largest array of the merges after the occurrence lists).
     n_words = first_positions.shape[0]
-    word_start = np.zeros(n_positions + 1, np.uint8)
-    word_start[n_positions] = 1
+    word_start = np.zeros(n_positions // 8 + 1, np.uint8)
+    _set_bit(word_start, n_positions)
     for word in range(n_words):
-        word_start[first_positions[word]] = 1  # a word of no tokens marks the next word's start, also set
+        _set_bit(word_start, first_positions[word])  # a word of no tokens marks the next word's start, also set
 
     # The inverted index: a pair table (count, left, right, occurrence list head and length)
     # found through an open-addressing hash table, and occurrence lists (positions of the pair's left token) in
