@@ -230,10 +230,23 @@ def load_word(typingctx, data, index):
     return types.uint64(data, index), codegen
 
 
+def emit_prefetch(builder, byte_pointer, for_writing: bool) -> None:
+    """Emit LLVM's prefetch of the cache line at ``byte_pointer`` (an i8*), for reading or writing, kept in all
+    levels of the cache (the codegen of the prefetch intrinsics)."""
+    import llvmlite.binding as llvm
+    from llvmlite import ir
+    from numba.core import cgutils
+
+    name = "llvm.prefetch.p0" if llvm.llvm_version_info >= (15,) else "llvm.prefetch.p0i8"
+    i32 = ir.IntType(32)
+    function = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(ir.VoidType(), [byte_pointer.type, i32, i32, i32]), name)
+    builder.call(function, [byte_pointer, i32(int(for_writing)), i32(3), i32(1)])  # rw, keep in all levels, data
+
+
 @intrinsic
 def prefetch(typingctx, table, row):
     """Start loading the cache line that holds table[row] (LLVM's prefetch, for reading); nothing waits for it."""
-    import llvmlite.binding as llvm
     from llvmlite import ir
     from numba.core import cgutils, types
 
@@ -244,14 +257,24 @@ def prefetch(typingctx, table, row):
         indices += [context.get_constant(types.intp, 0)] * (table_type.ndim - 1)
         byte_pointer = builder.bitcast(cgutils.get_item_pointer(context, builder, table_type, array, indices),
                                        ir.IntType(8).as_pointer())
-        name = "llvm.prefetch.p0" if llvm.llvm_version_info >= (15,) else "llvm.prefetch.p0i8"
-        i32 = ir.IntType(32)
-        function = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [byte_pointer.type, i32, i32, i32]), name)
-        builder.call(function, [byte_pointer, i32(0), i32(3), i32(1)])  # read, keep in all levels, data
+        emit_prefetch(builder, byte_pointer, for_writing=False)
         return context.get_dummy_value()
 
     return types.void(table, row), codegen
+
+
+@intrinsic
+def prefetch_object(typingctx, address):
+    """Start loading the cache line at ``address`` (an object about to be written: its reference count); nothing
+    waits for it."""
+    from llvmlite import ir
+    from numba.core import types
+
+    def codegen(context, builder, signature, args):
+        emit_prefetch(builder, builder.inttoptr(args[0], ir.IntType(8).as_pointer()), for_writing=True)
+        return context.get_dummy_value()
+
+    return types.void(types.uint64), codegen
 
 
 @njit(cache=True, _nrt=False, inline="always")

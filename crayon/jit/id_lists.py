@@ -31,6 +31,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from crayon.errors import CartridgeError
+from crayon.jit.cache import prefetch, prefetch_object
 from crayon.jit.lazy import intrinsic, njit
 
 __all__ = ["extend_ids", "joined_ids", "id_list", "id_list_extend_kernel", "id_list_kernel", "id_lists", "id_lists_kernel",
@@ -238,10 +239,17 @@ def _drop(typingctx, address):
     return types.void(types.int64), codegen
 
 
+# While item i is set, the int of item i + OBJECT_AHEAD is loaded (its reference count is written next), and the
+# address of the int of item i + 2 * OBJECT_AHEAD (read first, as scattered as the ints): 8, 16 and 32 measured,
+# 32 the fastest
+OBJECT_AHEAD = 32
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def id_list_kernel(tokens, addresses):
     """The address of a new list whose item i is the object at addresses[tokens[i]]; NO_MEMORY, or BAD_ID for a
-    token with no address (the list is then freed)."""
+    token with no address (the list is then freed). The ints of a large vocabulary do not stay in the CPU's
+    caches beside the encoder's tables, so each is prefetched a few items ahead."""
     state = _gil_ensure()
     made = _new_list(tokens.shape[0])
     if made == 0:
@@ -249,6 +257,13 @@ def id_list_kernel(tokens, addresses):
         return NO_MEMORY
     items = _list_items(made)
     for i in range(tokens.shape[0]):
+        if i + 2 * OBJECT_AHEAD < tokens.shape[0]:
+            far = tokens[i + 2 * OBJECT_AHEAD]
+            if far < addresses.shape[0]:
+                prefetch(addresses, far)
+            near = tokens[i + OBJECT_AHEAD]
+            if near < addresses.shape[0]:
+                prefetch_object(addresses[near])
         token = tokens[i]
         if token >= addresses.shape[0]:
             _drop(made)
