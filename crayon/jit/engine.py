@@ -31,7 +31,7 @@ from crayon.jit.cache import new_long_piece_cache, new_piece_cache
 from crayon.jit.cores import available_cores, worker_map
 from crayon.jit.id_lists import id_list, id_lists, joined_ids, shared_ids
 from crayon.jit.kernels import ENCODERS, SPAN_BATCH
-from crayon.jit.long_text import LongTexts, joined_arrays
+from crayon.jit.long_text import LongTexts, joined_arrays, utf8_of
 from crayon.jit.pretokenize import PATTERN_IDS, jit_pattern_of, unicode_tables
 from crayon.jit.regex_vm import compiled_splits_of, kept_text, longest_slice, normalized_texts, text_token_offsets
 from crayon.jit.status import NEED_SCRATCH, raise_for_status
@@ -252,17 +252,17 @@ class JitEngine:
 
     def _encode_whole(self, text: str, prepare: Callable[[str], str] | None) -> np.ndarray:
         """``encode_ordinary_array`` of a text not cut into parts."""
-        if prepare is not None:
-            text = prepare(text)
         try:
             if self.pattern_id is not None:
-                return self._encode_text(np.frombuffer(text.encode("utf-8"), np.uint8))
+                return self._encode_text(np.frombuffer(utf8_of(text, prepare), np.uint8))
+            if prepare is not None:
+                text = prepare(text)
             if self.compiled_splits is not None:
                 normalized = text if self._normalizer is None else self._normalizer(text)
                 return self.encode_span_ends(*self.compiled_splits(self.compiled_splits.prepare(normalized)))
             return self.encode_spans(self._split(text))
         except UnknownTokenError:
-            return self._encode_without_byte_tokens(text)
+            return self._encode_without_byte_tokens(text if prepare is None else prepare(text))
 
     def _encode_text(self, data: np.ndarray) -> np.ndarray:
         """Tokens of one UTF-8 text (uint8) with the fused kernel, on the calling thread."""
@@ -276,10 +276,11 @@ class JitEngine:
         return np.array([token for span in self._split(text) for token in model.encode_span(span)], np.uint32)
 
     def encode_ordinary(self, text: str, prepare: Callable[[str], str] | None = None) -> list[int]:
-        """Tokens of ordinary text. ``prepare`` (the caller's repair of a str) is applied to the text first, or,
-        where a long text is cut, to each part on the thread that encodes it."""
+        """Tokens of ordinary text. ``prepare`` is the caller's repair of a str that has no UTF-8 encoding (lone
+        surrogates), which must leave any other text unchanged: it is applied where the text, or, where a long
+        text is cut, a part on the thread that encodes it, fails to encode (``utf8_of``)."""
         if self.pattern_id is not None and len(text) <= SHORT_CALL_BYTES // 4:  # so at most SHORT_CALL_BYTES bytes
-            tokens = self._encode_short((text if prepare is None else prepare(text)).encode("utf-8"))
+            tokens = self._encode_short(utf8_of(text, prepare))
             if tokens is not None:
                 return tokens
         if self.pattern_id is not None:
