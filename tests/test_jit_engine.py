@@ -193,3 +193,59 @@ def test_extend_ids_appends_the_id_objects_and_counts_references(kernels):
     assert ids == [400, 2]
     with pytest.raises(TypeError, match="list"):
         extend_ids(kernel, (), tokens, pair)
+
+
+_C_API_LISTS = """
+import sys
+import numpy as np
+import crayon.jit.id_lists as lists
+from crayon.errors import CartridgeError
+
+lists.DIRECT_ITEMS = lists.INLINE_REFERENCES = False  # what a free-threaded CPython compiles
+objects = lists.id_objects(1000)
+pair = lists.object_addresses(objects)
+tokens = np.array([999, 400, 505, 505, 300, 999] * 50, np.uint32)
+before = [sys.getrefcount(objects[i]) for i in (400, 505, 300, 999)]
+ids = lists.id_list(lists.id_list_kernel, tokens, pair)
+batch = lists.id_lists(lists.id_lists_kernel, tokens, [0, 100, 100, 300], pair)
+joined = lists.joined_ids(lists.id_list_extend_kernel, [tokens[:7], tokens[7:]], pair)
+assert ids == joined == tokens.tolist() and batch == [ids[:100], [], ids[100:]]
+grown = [sys.getrefcount(objects[i]) for i in (400, 505, 300, 999)]
+assert [g - b for g, b in zip(grown, before)] == [150, 300, 150, 300]
+del ids, batch, joined
+assert [sys.getrefcount(objects[i]) for i in (400, 505, 300, 999)] == before
+for call in (lambda: lists.id_list(lists.id_list_kernel, np.array([1, 1000], np.uint32), pair),
+             lambda: lists.id_lists(lists.id_lists_kernel, np.array([1, 1000], np.uint32), [0, 1, 2], pair)):
+    try:
+        call()
+    except CartridgeError:
+        pass
+    else:
+        raise AssertionError("an id outside the vocabulary was not refused")
+partial = []
+try:
+    lists.extend_ids(lists.id_list_extend_kernel, partial, np.array([400, 2, 1000, 3], np.uint32), pair)
+except CartridgeError:
+    assert partial == [400, 2]
+else:
+    raise AssertionError("an id outside the vocabulary was not refused")
+del partial
+assert [sys.getrefcount(objects[i]) for i in (400, 505, 300, 999)] == before
+for kernel, call in ((lists.id_list_kernel, "PyList_SetItem"), (lists.id_lists_kernel, "PyList_SetItem"),
+                     (lists.id_list_extend_kernel, "PyList_Append")):
+    assert all(call in code for code in kernel.inspect_llvm().values()), "not compiled the C API way"
+print("ok")
+"""
+
+
+def test_the_list_kernels_c_api_path_makes_the_same_lists(tmp_path):
+    """Where CPython's list layout is not written directly (a free-threaded build), the list kernels call
+    ``PyList_SetItem`` / ``PyList_Append`` / ``Py_IncRef``: compiled that way in a fresh process, they make the
+    same lists, count references once and refuse an id outside the vocabulary."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "CRAYON_AOT": "0"}
+    done = subprocess.run([sys.executable, "-c", _C_API_LISTS], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]

@@ -256,6 +256,19 @@ def _prefetch_ahead(tokens, i, addresses):
             prefetch_object(addresses[near])
 
 
+@njit(cache=True, _nrt=False, inline="always")
+def _fill(list_address, items, first, tokens, start, stop, addresses):
+    """Write the objects at addresses[tokens[i]], i from ``start`` to ``stop``, to the list's empty slots from
+    ``first`` on (``items`` is ``_list_items`` of the list); the first i whose token has no address, else ``stop``."""
+    for i in range(start, stop):
+        _prefetch_ahead(tokens, i, addresses)
+        token = tokens[i]
+        if token >= addresses.shape[0]:
+            return i
+        _set_shared_item(list_address, items, first + i - start, addresses[token])
+    return stop
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def id_list_kernel(tokens, addresses):
     """The address of a new list whose item i is the object at addresses[tokens[i]]; NO_MEMORY, or BAD_ID for a
@@ -265,15 +278,10 @@ def id_list_kernel(tokens, addresses):
     if made == 0:
         _gil_release(state)
         return NO_MEMORY
-    items = _list_items(made)
-    for i in range(tokens.shape[0]):
-        _prefetch_ahead(tokens, i, addresses)
-        token = tokens[i]
-        if token >= addresses.shape[0]:
-            _drop(made)
-            _gil_release(state)
-            return BAD_ID
-        _set_shared_item(made, items, i, addresses[token])
+    if _fill(made, _list_items(made), 0, tokens, 0, tokens.shape[0], addresses) != tokens.shape[0]:
+        _drop(made)
+        _gil_release(state)
+        return BAD_ID
     _gil_release(state)
     return made
 
@@ -288,22 +296,17 @@ def id_lists_kernel(tokens, bounds, addresses):
         _gil_release(state)
         return NO_MEMORY
     for d in range(bounds.shape[0] - 1):
-        start = bounds[d]
-        inner = _new_list(bounds[d + 1] - start)
+        start, stop = bounds[d], bounds[d + 1]
+        inner = _new_list(stop - start)
         if inner == 0:
             _drop(made)
             _gil_release(state)
             return NO_MEMORY
         _set_new_item(made, d, inner)
-        items = _list_items(inner)
-        for i in range(start, bounds[d + 1]):
-            _prefetch_ahead(tokens, i, addresses)
-            token = tokens[i]
-            if token >= addresses.shape[0]:
-                _drop(made)
-                _gil_release(state)
-                return BAD_ID
-            _set_shared_item(inner, items, i - start, addresses[token])
+        if _fill(inner, _list_items(inner), 0, tokens, start, stop, addresses) != stop:
+            _drop(made)
+            _gil_release(state)
+            return BAD_ID
     _gil_release(state)
     return made
 
@@ -319,17 +322,10 @@ def id_list_extend_kernel(list_address, tokens, addresses):
         if items == 0:
             _gil_release(state)
             return NO_MEMORY
-        for i in range(tokens.shape[0]):
-            _prefetch_ahead(tokens, i, addresses)
-            token = tokens[i]
-            if token >= addresses.shape[0]:
-                _set_length(list_address, length + i)
-                _gil_release(state)
-                return i
-            _set_shared_item(list_address, items, length + i, addresses[token])
-        _set_length(list_address, length + tokens.shape[0])
+        filled = _fill(list_address, items, length, tokens, 0, tokens.shape[0], addresses)
+        _set_length(list_address, length + filled)
         _gil_release(state)
-        return tokens.shape[0]
+        return filled
     for i in range(tokens.shape[0]):
         token = tokens[i]
         if token >= addresses.shape[0]:
