@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 import pytest
 from conftest import corpus_text
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from strategies import tokenizer_text
 
@@ -209,6 +209,8 @@ def test_sentencepiece_models_match_on_corpora(sentencepiece_model):
 
 @settings(max_examples=100, deadline=None)
 @given(text=tokenizer_text)
+@example(text="\u2581\xa0")
+@example(text="a \u2581 b\u2581\u2581c \u2581")
 def test_sentencepiece_models_match_on_generated_text(sentencepiece_model, text):
     check_sentencepiece(*sentencepiece_model, [text.replace("\n", " ").replace("\r", " ")])
 
@@ -216,20 +218,25 @@ def test_sentencepiece_models_match_on_generated_text(sentencepiece_model, text)
 SPACEY_CHARACTERS = st.sampled_from(" \u2581a\u00e9\u4e2d\t\n\U0001f600")
 WHITESPACE_OPTIONS = [dict(zip(("escape_whitespaces", "remove_extra_whitespaces", "add_dummy_prefix"), flags))
                       for flags in itertools.product((False, True), repeat=3)]
+SENTENCEPIECE_NORMALIZERS = {tuple(options.values()): spm.SentencePieceNormalizer(rule_name="identity", **options)
+                             for options in WHITESPACE_OPTIONS}
 
 
 @settings(max_examples=200, deadline=None)
 @given(texts=st.lists(st.text(SPACEY_CHARACTERS | st.characters(blacklist_categories=("Cs",)), max_size=12),
                       max_size=6))
-def test_jit_sentencepiece_normalization_matches_the_reference(texts):
+@example(texts=["\u2581\xa0", "a\u2581\u2581b", "a \u2581 b", " \u2581", "\u2581 ", "\t\u2581", "  a  b \u2581 "])
+def test_sentencepiece_normalization_is_sentencepieces_on_both_engines(texts):
+    """``normalize`` (the reference) and ``normalize_utf8`` (jit) give ``sentencepiece``'s own normalizer's text
+    for every combination of the whitespace options, a literal ``▁`` in the text included."""
     encoded = [text.encode("utf-8") for text in texts]
     data = np.frombuffer(b"".join(encoded), np.uint8)
     for options in WHITESPACE_OPTIONS:
+        expected = [SENTENCEPIECE_NORMALIZERS[tuple(options.values())].normalize(text) for text in texts]
+        assert [normalize(SentencePieceFile(**options), text) for text in texts] == expected, options
         normalized, ends = normalize_utf8(data, np.cumsum([len(text) for text in encoded], dtype=np.int64), **options)
         starts = [0, *ends.tolist()]
-        file = SentencePieceFile(**options)
-        assert [normalized[start:end].tobytes().decode("utf-8") for start, end in zip(starts, starts[1:])] == [
-            normalize(file, text) for text in texts], options
+        assert [normalized[start:end].tobytes().decode("utf-8") for start, end in zip(starts, starts[1:])] == expected
 
 
 def test_sentencepiece_files_it_cannot_read_exactly_are_refused(tmp_path):

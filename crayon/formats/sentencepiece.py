@@ -12,6 +12,7 @@ refused naming what is missing.
 from __future__ import annotations
 
 import os
+import re
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ from crayon.reference.unigram import UnigramModel
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6  # SentencePiece.Type
 MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}
 SPACE = "\u2581"  # ▁
+EXTRA_SPACES = re.compile("  +")
 
 
 @dataclass
@@ -135,15 +137,19 @@ def model_from_sentencepiece(model: SentencePieceFile) -> UnigramModel | CharByt
 
 
 def normalize(model: SentencePieceFile, text: str) -> str:
-    """SentencePiece's preparation of text for a model without a character map (a ``▁`` in the text is a space
-    to it where it escapes whitespace: ``encode("▁")`` is empty)."""
-    if model.escape_whitespaces:
-        text = text.replace(SPACE, " ")
-    if model.remove_extra_whitespaces and ("  " in text or text[:1] == " " or text[-1:] == " "):
-        text = " ".join(filter(None, text.split(" ")))
+    """SentencePiece's preparation of text for a model without a character map: spaces (U+0020) at the start
+    removed and runs of them made one, a dummy prefix, spaces written ``▁``, then ``▁``s at the end removed. A ``▁``
+    in the text is kept as it is, but ends a run of spaces, and is removed at the end like the spaces written
+    ``▁`` (``encode("▁")`` is empty, ``encode("▁a")`` is ``▁``, ``▁a``)."""
+    if model.remove_extra_whitespaces:
+        text = EXTRA_SPACES.sub(" ", text.lstrip(" "))
     if model.add_dummy_prefix and text:
         text = " " + text
-    return text.replace(" ", SPACE) if model.escape_whitespaces else text
+    if model.escape_whitespaces:
+        text = text.replace(" ", SPACE)
+    if model.remove_extra_whitespaces:
+        text = text.rstrip(SPACE if model.escape_whitespaces else " ")
+    return text
 
 
 class SentencePieceNormalizer:

@@ -1,6 +1,6 @@
 """Spaces written as SentencePiece's ``▁`` in Numba, over the UTF-8 bytes of many texts at once: SentencePiece's
-text preparation (``normalize_utf8``, the twin of ``crayon.formats.sentencepiece.normalize``: ``▁`` read as a
-space, extra spaces removed, a dummy prefix, spaces written ``▁``) and HF's Metaspace pre-tokenizer
+text preparation (``normalize_utf8``, the twin of ``crayon.formats.sentencepiece.normalize``: extra spaces
+removed, a dummy prefix, spaces written ``▁``, ``▁``s at the end removed) and HF's Metaspace pre-tokenizer
 (``metaspace_pieces``, the twin of ``crayon.reference.pretokenize.metaspace_split``)."""
 
 from __future__ import annotations
@@ -11,15 +11,12 @@ from crayon.jit.lazy import njit
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _write_spaces(out, n, count, escape_whitespaces):
-    for _ in range(count):
-        if escape_whitespaces:
-            out[n], out[n + 1], out[n + 2] = 0xE2, 0x96, 0x81
-            n += 3
-        else:
-            out[n] = 0x20
-            n += 1
-    return n
+def _write_space(out, n, escape_whitespaces):
+    if escape_whitespaces:
+        out[n], out[n + 1], out[n + 2] = 0xE2, 0x96, 0x81
+        return n + 3
+    out[n] = 0x20
+    return n + 1
 
 
 @njit(cache=True, nogil=True)
@@ -30,28 +27,28 @@ def _normalize_kernel(data, text_ends, escape_whitespaces, remove_extra_whitespa
     start = 0
     for text, end in enumerate(text_ends):
         pos = start
-        pending = 0  # spaces read and not yet written
-        written = False  # a character of this text written
+        while remove_extra_whitespaces and pos < end and data[pos] == 0x20:
+            pos += 1
+        text_start = n
+        if add_dummy_prefix and pos < end:
+            n = _write_space(out, n, escape_whitespaces)
+        after_space = False
         while pos < end:
             byte = data[pos]
-            length = 3 if (escape_whitespaces and byte == 0xE2 and pos + 2 < end and data[pos + 1] == 0x96
-                           and data[pos + 2] == 0x81) else 1
-            pos += length
-            if byte == 0x20 or length == 3:
-                pending += 1
-                continue
-            if remove_extra_whitespaces:
-                pending = 1 if written and pending else 0
-            if add_dummy_prefix and not written:
-                pending += 1
-            n = _write_spaces(out, n, pending, escape_whitespaces)
-            pending = 0
-            written = True
-            for i in range(pos - length, pos):
-                out[n] = data[i]
+            pos += 1
+            if byte != 0x20:
+                out[n] = byte
                 n += 1
-        if pending and not remove_extra_whitespaces:
-            n = _write_spaces(out, n, pending + (add_dummy_prefix and not written), escape_whitespaces)
+                after_space = False
+            elif not (remove_extra_whitespaces and after_space):
+                n = _write_space(out, n, escape_whitespaces)
+                after_space = True
+        if remove_extra_whitespaces and escape_whitespaces:  # the ▁s at the end, written or in the text
+            while n - 3 >= text_start and out[n - 3] == 0xE2 and out[n - 2] == 0x96 and out[n - 1] == 0x81:
+                n -= 3
+        elif remove_extra_whitespaces:
+            while n > text_start and out[n - 1] == 0x20:
+                n -= 1
         out_ends[text] = n
         start = end
     return n
