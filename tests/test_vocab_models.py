@@ -16,7 +16,8 @@ from strategies import tokenizer_text
 
 import crayon
 from crayon.errors import UnsupportedComponentError
-from crayon.formats.sentencepiece import SentencePieceFile, normalize, read_sentencepiece, model_from_sentencepiece
+from crayon.formats.sentencepiece import (SentencePieceFile, SentencePieceNormalizer, model_from_sentencepiece, normalize,
+                                         read_sentencepiece)
 from crayon.jit.char_bpe import CharBytePairTables
 from crayon.jit.char_bpe import encode_spans as char_bpe_encode_spans
 from crayon.errors import CartridgeError
@@ -241,11 +242,6 @@ def test_sentencepiece_normalization_is_sentencepieces_on_both_engines(texts):
 
 def test_sentencepiece_files_it_cannot_read_exactly_are_refused(tmp_path):
     (tmp_path / "train.txt").write_text("".join(training_lines()[:40]), encoding="utf-8")
-    prefix = str(tmp_path / "nfkc")
-    spm.SentencePieceTrainer.train(input=str(tmp_path / "train.txt"), model_prefix=prefix, vocab_size=300,
-                                   model_type="unigram", minloglevel=2)
-    with pytest.raises(UnsupportedComponentError, match="precompiled character map"):
-        model_from_sentencepiece(read_sentencepiece(prefix + ".model"))
     prefix = str(tmp_path / "word")
     spm.SentencePieceTrainer.train(input=str(tmp_path / "train.txt"), model_prefix=prefix, vocab_size=300,
                                    model_type="word", normalization_rule_name="identity", minloglevel=2)
@@ -293,6 +289,49 @@ def test_sentencepiece_model_loads_with_sentencepiece_ids(sentencepiece_model, t
     path.write_bytes(processor.serialized_model_proto())
     texts = [line for line in sample_text().splitlines() if line][:300] + ["  two  spaces ", ""]
     check_loaded(path, processor.encode, texts)
+
+
+NFKC_KINDS = [("nmt_nfkc", "unigram", True), ("nmt_nfkc", "bpe", True), ("nmt_nfkc_cf", "bpe", False)]
+NFKC_TEXT = st.text(st.sampled_from(" \u2581a\u00e9\t\u3000\uff41\ufb01\u2460\u200b\u00c5\uff76\uff9e\u1100\u1161")
+                    | st.characters(blacklist_categories=("Cs",)), max_size=16)
+
+
+@pytest.fixture(scope="module", params=NFKC_KINDS, ids=lambda kind: "-".join(map(str, kind)))
+def nfkc_sentencepiece_model(request, tmp_path_factory):
+    """(processor, path) of a SentencePiece model trained here with a character map (nmt_nfkc, the default)."""
+    rule, model_type, byte_fallback = request.param
+    folder = tmp_path_factory.mktemp("spm-nfkc")
+    (folder / "train.txt").write_text("".join(training_lines()), encoding="utf-8")
+    prefix = str(folder / model_type)
+    spm.SentencePieceTrainer.train(input=str(folder / "train.txt"), model_prefix=prefix, vocab_size=1500,
+                                   model_type=model_type, normalization_rule_name=rule, byte_fallback=byte_fallback,
+                                   character_coverage=0.995, minloglevel=2)
+    return spm.SentencePieceProcessor(model_file=prefix + ".model"), prefix + ".model"
+
+
+def test_sentencepiece_model_with_a_character_map_loads_with_sentencepiece_ids(nfkc_sentencepiece_model):
+    processor, path = nfkc_sentencepiece_model
+    texts = [line for line in sample_text().splitlines() if line][:300] + [
+        "\uff48\uff45\uff4c\uff4c\uff4f\u3000\uff57\uff4f\uff52\uff4c\uff44 \u2460\u2461", "\t a\u3000\u3000b ", "\ufb01 \u2581",
+        "\u200b x \u200b", "\uff76\uff9e \u1100\u1161", ""]
+    check_loaded(path, processor.encode, texts)
+
+
+@settings(max_examples=100, deadline=None)
+@given(texts=st.lists(NFKC_TEXT, max_size=6))
+@example(texts=["\uff41\u3000\u2581\u3000b", "\u200b \u200b", " \u2581 "])
+def test_sentencepiece_character_maps_rewrite_as_sentencepiece(nfkc_sentencepiece_model, texts):
+    """``normalize`` with a file's character map (the longest key first, then the whitespace rules) gives
+    ``sentencepiece``'s own normalizer's text, and the file's ids on both engines."""
+    processor, path = nfkc_sentencepiece_model
+    file = read_sentencepiece(path)
+    charsmap = SentencePieceNormalizer(file).charsmap
+    for options in WHITESPACE_OPTIONS:
+        oracle = spm.SentencePieceNormalizer(model_file=path, **options)
+        options_file = SentencePieceFile(**options)
+        assert [normalize(options_file, text, charsmap) for text in texts] == [oracle.normalize(text) for text in texts]
+    for backend in ("reference", "jit"):
+        assert crayon.load(path, backend=backend).encode_batch(texts) == [processor.encode(text) for text in texts]
 
 
 def test_sentencepiece_tokens_decode_to_the_text_and_are_not_saved(sentencepiece_model, tmp_path):

@@ -8,6 +8,9 @@ HF walks the text one extended grapheme cluster at a time. A cluster shorter tha
 prefix of becomes the replacement of the *shortest* such key (anything after that key in the cluster is dropped,
 as HF does); any other cluster is rewritten character by character, each character that is a key becoming its
 replacement. A NUL byte ends the key search. Clusters are the ``regex`` module's ``\\X``.
+
+SentencePiece itself (a ``.model``'s normalizer, ``longest_rewrites``) walks the text from its start: the
+*longest* key that starts where it stands becomes its replacement, else one character stays as it is.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import re
 import struct
 
 import numpy as np
@@ -217,6 +221,45 @@ class CharsMap:
                     modified = True
                     replace(char, rule)
         return changes if modified else None
+
+    @functools.cached_property
+    def _key_first_bytes(self) -> "re.Pattern[bytes]":
+        """Finds the bytes that some key starts with (lead bytes or ASCII: keys are UTF-8)."""
+        root = self._offset(self._unit_list[0])
+        firsts = [byte for byte in range(1, 256) if self._child(root, byte) is not None]
+        if any(0x80 <= byte < 0xC0 for byte in firsts):
+            raise FormatError("precompiled_charsmap: a key is not UTF-8")
+        return re.compile(b"[" + b"".join(re.escape(bytes([byte])) for byte in firsts) + b"]" if firsts else b"(?!)")
+
+    def longest_rewrites(self, text: str) -> list[tuple[str, bool]]:
+        """SentencePiece's own use of the map (its normalizer, not HF's): from the text's start, the longest key
+        found there becomes its replacement, else one character is kept. ``(piece, rewritten)`` in order, the
+        characters kept between two rewrites as one piece."""
+        data = text.encode("utf-8", "surrogatepass")
+        units = self._unit_list
+        root = self._offset(units[0])
+        pieces: list[tuple[str, bool]] = []
+        kept_from = pos = 0
+        while found := self._key_first_bytes.search(data, pos):
+            start = found.start()
+            node, longest, leaf = root, 0, 0
+            for end in range(start, len(data)):
+                position = self._child(node, data[end])
+                if position is None:
+                    break
+                if (units[position] >> 8) & 1:
+                    longest, leaf = end + 1 - start, position
+                node = position ^ self._offset(units[position])
+            if not longest:
+                pos = start + 1  # a character's first byte: the search goes on after it
+                continue
+            if kept_from < start:
+                pieces.append((data[kept_from:start].decode("utf-8", "surrogatepass"), False))
+            pieces.append((self._replacement_at(leaf), True))
+            kept_from = pos = start + longest
+        if kept_from < len(data):
+            pieces.append((data[kept_from:].decode("utf-8", "surrogatepass"), False))
+        return pieces
 
     def rewrite(self, text: str) -> str:
         """``text`` normalized as HF's ``Precompiled`` normalizer does.

@@ -3,10 +3,10 @@
 ``read_sentencepiece(path)`` gives the pieces (string, score, type), the model type and the normalizer options;
 ``model_from_sentencepiece`` the Unigram (``crayon.reference.unigram``) or BPE over characters
 (``crayon.reference.char_bpe``) model that encodes as SentencePiece does,
-and ``normalize`` SentencePiece's text preparation for models without a character map (``identity``
-normalization): extra spaces removed, a dummy prefix, spaces written ``▁``. Models whose normalizer has a
-precompiled character map (``nmt_nfkc``, the default), user-defined pieces, or whose type is word or char are
-refused naming what is missing.
+and ``normalize`` SentencePiece's text preparation: the precompiled character map of its normalization rule
+(``nmt_nfkc``, the default, ``nmt_nfkc_cf``, ...; none for ``identity``), extra spaces removed, a dummy prefix,
+spaces written ``▁``. Models with user-defined pieces, or whose type is word or char, are refused naming what is
+missing.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 
 from crayon.errors import UnsupportedComponentError
 from crayon.formats.hf_pretokenize import HFPreTokenizer, Split
+from crayon.formats.precompiled_charsmap import CharsMap, charsmap_from_bytes
 from crayon.formats.spec import TokenizerSpec
 from crayon.reference.pretokenize import WholeText
 from crayon.reference.char_bpe import CharBytePairModel, merges_from_scores
@@ -27,7 +28,7 @@ from crayon.reference.unigram import UnigramModel
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6  # SentencePiece.Type
 MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}
 SPACE = "\u2581"  # ▁
-EXTRA_SPACES = re.compile("  +")
+SPACES_AND_WORDS = re.compile(" |[^ ]+")  # as the normalizer reads a text: each space, and what is between
 
 
 @dataclass
@@ -118,9 +119,6 @@ def model_from_sentencepiece(model: SentencePieceFile) -> UnigramModel | CharByt
     pieces with byte fallback), as SentencePiece gives them."""
     if model.model_type not in ("unigram", "bpe"):
         raise UnsupportedComponentError(f"SentencePiece model type {model.model_type!r} (only unigram, bpe)")
-    if model.precompiled_charsmap:
-        raise UnsupportedComponentError(
-            f"SentencePiece normalizer {model.normalizer_name!r} with a precompiled character map")
     user_defined = [piece for piece, _, kind in model.pieces if kind == USER_DEFINED]
     if user_defined:
         raise UnsupportedComponentError(f"SentencePiece user-defined pieces {user_defined[:3]!r}")
@@ -136,34 +134,52 @@ def model_from_sentencepiece(model: SentencePieceFile) -> UnigramModel | CharByt
                         byte_fallback=model.byte_fallback, matchable=matchable, single_precision=True)
 
 
-def normalize(model: SentencePieceFile, text: str) -> str:
-    """SentencePiece's preparation of text for a model without a character map: spaces (U+0020) at the start
-    removed and runs of them made one, a dummy prefix, spaces written ``▁``, then ``▁``s at the end removed. A ``▁``
-    in the text is kept as it is, but ends a run of spaces, and is removed at the end like the spaces written
-    ``▁`` (``encode("▁")`` is empty, ``encode("▁a")`` is ``▁``, ``▁a``)."""
-    if model.remove_extra_whitespaces:
-        text = EXTRA_SPACES.sub(" ", text.lstrip(" "))
-    if model.add_dummy_prefix and text:
-        text = " " + text
+def normalize(model: SentencePieceFile, text: str, charsmap: CharsMap | None = None) -> str:
+    """SentencePiece's preparation of text: the character map's rewrites (``CharsMap.longest_rewrites``), if
+    any; then spaces (U+0020) at the start removed and runs of them made one, a dummy prefix, spaces written
+    ``▁``, and ``▁``s at the end removed. A ``▁`` in the text is kept as it is, but ends a run of spaces, and is
+    removed at the end like the spaces written ``▁`` (``encode("▁")`` is empty, ``encode("▁a")`` is ``▁``,
+    ``▁a``). Spaces inside one rewrite are kept as they are (a run of them is not made one)."""
+    if charsmap is None:
+        pieces = SPACES_AND_WORDS.findall(text)
+    else:
+        pieces = [split for piece, rewritten in charsmap.longest_rewrites(text)
+                  for split in ([piece] if rewritten else SPACES_AND_WORDS.findall(piece))]
+    start = 0
+    while model.remove_extra_whitespaces and start < len(pieces) and pieces[start] == " ":
+        start += 1
+    if start == len(pieces):
+        return ""
+    kept = [" "] if model.add_dummy_prefix else []
+    after_space = model.remove_extra_whitespaces
+    for piece in pieces[start:]:
+        if after_space:
+            piece = piece.lstrip(" ")
+        if piece:
+            kept.append(piece)
+            after_space = model.remove_extra_whitespaces and piece.endswith(" ")
+    text = "".join(kept)
     if model.escape_whitespaces:
         text = text.replace(" ", SPACE)
-    if model.remove_extra_whitespaces:
-        text = text.rstrip(SPACE if model.escape_whitespaces else " ")
-    return text
+    return text.rstrip(SPACE if model.escape_whitespaces else " ") if model.remove_extra_whitespaces else text
 
 
 class SentencePieceNormalizer:
-    """``normalize`` with one file's options, as a Tokenizer's normalizer."""
+    """``normalize`` with one file's options and character map, as a Tokenizer's normalizer."""
 
     def __init__(self, model: SentencePieceFile):
         self.model = model
+        self.charsmap = charsmap_from_bytes(model.precompiled_charsmap) if model.precompiled_charsmap else None
 
     def __call__(self, text: str) -> str:
-        return normalize(self.model, text)
+        return normalize(self.model, text, self.charsmap)
 
     @property
-    def whitespace_options(self) -> dict[str, bool]:
-        """The options of ``normalize`` (``crayon.jit.whitespace_normalizer.normalize_utf8`` takes them)."""
+    def whitespace_options(self) -> dict[str, bool] | None:
+        """The options of ``normalize`` (``crayon.jit.whitespace_normalizer.normalize_utf8`` takes them); None
+        for a file with a character map, which that kernel does not apply."""
+        if self.charsmap is not None:
+            return None
         return {"escape_whitespaces": self.model.escape_whitespaces,
                 "remove_extra_whitespaces": self.model.remove_extra_whitespaces,
                 "add_dummy_prefix": self.model.add_dummy_prefix}
