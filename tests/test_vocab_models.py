@@ -324,12 +324,17 @@ def test_sentencepiece_character_maps_rewrite_as_sentencepiece(nfkc_sentencepiec
     """``normalize`` with a file's character map (the longest key first, then the whitespace rules) gives
     ``sentencepiece``'s own normalizer's text, and the file's ids on both engines."""
     processor, path = nfkc_sentencepiece_model
-    file = read_sentencepiece(path)
-    charsmap = SentencePieceNormalizer(file).charsmap
+    charsmap = SentencePieceNormalizer(read_sentencepiece(path)).charsmap
+    encoded = [text.encode("utf-8") for text in texts]
+    data, text_ends = np.frombuffer(b"".join(encoded), np.uint8), np.cumsum([len(text) for text in encoded])
     for options in WHITESPACE_OPTIONS:
-        oracle = spm.SentencePieceNormalizer(model_file=path, **options)
-        options_file = SentencePieceFile(**options)
-        assert [normalize(options_file, text, charsmap) for text in texts] == [oracle.normalize(text) for text in texts]
+        expected = [spm.SentencePieceNormalizer(model_file=path, **options).normalize(text) for text in texts]
+        file = SentencePieceFile(**options)
+        assert [normalize(file, text, charsmap) for text in texts] == expected, options
+        normalized, ends = normalize_utf8(data, text_ends, **SentencePieceNormalizer(file).whitespace_options,
+                                          charsmap=(charsmap.units, charsmap.first_bytes, charsmap.replacement_bytes))
+        starts = [0, *ends.tolist()]
+        assert [normalized[start:end].tobytes().decode("utf-8") for start, end in zip(starts, starts[1:])] == expected
     for backend in ("reference", "jit"):
         assert crayon.load(path, backend=backend).encode_batch(texts) == [processor.encode(text) for text in texts]
 

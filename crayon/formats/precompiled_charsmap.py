@@ -223,13 +223,24 @@ class CharsMap:
         return changes if modified else None
 
     @functools.cached_property
-    def _key_first_bytes(self) -> "re.Pattern[bytes]":
-        """Finds the bytes that some key starts with (lead bytes or ASCII: keys are UTF-8)."""
+    def first_bytes(self) -> np.ndarray:
+        """Per byte value: whether some key starts with it (ASCII or a lead byte: keys are UTF-8)."""
         root = self._offset(self._unit_list[0])
-        firsts = [byte for byte in range(1, 256) if self._child(root, byte) is not None]
-        if any(0x80 <= byte < 0xC0 for byte in firsts):
+        starts = np.array([self._child(root, byte) is not None for byte in range(256)])
+        starts[0] = False
+        if starts[0x80:0xC0].any():
             raise FormatError("precompiled_charsmap: a key is not UTF-8")
-        return re.compile(b"[" + b"".join(re.escape(bytes([byte])) for byte in firsts) + b"]" if firsts else b"(?!)")
+        return starts
+
+    @functools.cached_property
+    def replacement_bytes(self) -> np.ndarray:
+        """The replacements, each ended by a NUL, as a uint8 array."""
+        return np.frombuffer(self.replacements, np.uint8)
+
+    @functools.cached_property
+    def _key_first_bytes(self) -> "re.Pattern[bytes]":
+        firsts = bytes(np.flatnonzero(self.first_bytes).tolist())
+        return re.compile(b"[" + re.escape(firsts) + b"]" if firsts else b"(?!)")
 
     def longest_rewrites(self, text: str) -> list[tuple[str, bool]]:
         """SentencePiece's own use of the map (its normalizer, not HF's): from the text's start, the longest key

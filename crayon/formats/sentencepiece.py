@@ -175,14 +175,15 @@ class SentencePieceNormalizer:
         return normalize(self.model, text, self.charsmap)
 
     @property
-    def whitespace_options(self) -> dict[str, bool] | None:
-        """The options of ``normalize`` (``crayon.jit.whitespace_normalizer.normalize_utf8`` takes them); None
-        for a file with a character map, which that kernel does not apply."""
+    def whitespace_options(self) -> dict:
+        """The options of ``normalize`` and the character map, as ``crayon.jit.whitespace_normalizer.normalize_utf8``
+        takes them."""
+        options = {"escape_whitespaces": self.model.escape_whitespaces,
+                   "remove_extra_whitespaces": self.model.remove_extra_whitespaces,
+                   "add_dummy_prefix": self.model.add_dummy_prefix}
         if self.charsmap is not None:
-            return None
-        return {"escape_whitespaces": self.model.escape_whitespaces,
-                "remove_extra_whitespaces": self.model.remove_extra_whitespaces,
-                "add_dummy_prefix": self.model.add_dummy_prefix}
+            options["charsmap"] = (self.charsmap.units, self.charsmap.first_bytes, self.charsmap.replacement_bytes)
+        return options
 
 
 def read_sentencepiece_tokenizer(path: str | os.PathLike) -> TokenizerSpec:

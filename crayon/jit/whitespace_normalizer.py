@@ -1,6 +1,6 @@
 """Spaces written as SentencePiece's ``▁`` in Numba, over the UTF-8 bytes of many texts at once: SentencePiece's
-text preparation (``normalize_utf8``, the twin of ``crayon.formats.sentencepiece.normalize``: extra spaces
-removed, a dummy prefix, spaces written ``▁``, ``▁``s at the end removed) and HF's Metaspace pre-tokenizer
+text preparation (``normalize_utf8``, the twin of ``crayon.formats.sentencepiece.normalize``: a character map's
+rules, extra spaces removed, a dummy prefix, spaces written ``▁``, ``▁``s at the end removed) and HF's Metaspace pre-tokenizer
 (``metaspace_pieces``, the twin of ``crayon.reference.pretokenize.metaspace_split``)."""
 
 from __future__ import annotations
@@ -19,22 +19,95 @@ def _write_space(out, n, escape_whitespaces):
     return n + 1
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _unit_offset(unit):
+    return (unit >> 10) << ((unit & (1 << 9)) >> 6)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _rule_at(data, pos, end, units):
+    """(length, trie position of the leaf) of the longest key of the character map at data[pos:end]; (0, 0)
+    where none starts there (``CharsMap.longest_rewrites``)."""
+    node = _unit_offset(units[0])
+    longest = leaf = 0
+    for i in range(pos, end):
+        position = node ^ data[i]
+        if position >= units.shape[0] or (units[position] & ((1 << 31) | 0xFF)) != data[i]:
+            break
+        if (units[position] >> 8) & 1:
+            longest, leaf = i + 1 - pos, position
+        node = position ^ _unit_offset(units[position])
+    return longest, leaf
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _replacement_span(units, leaf, replacements):
+    """(start, stop) in ``replacements`` of the replacement of the key whose leaf is at ``leaf``."""
+    start = units[leaf ^ _unit_offset(units[leaf])] & ((1 << 31) - 1)
+    stop = start
+    while stop < replacements.shape[0] and replacements[stop] != 0:
+        stop += 1
+    return start, stop
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _write_replacement_piece(out, n, replacements, start, stop, after_space, escape_whitespaces,
+                             remove_extra_whitespaces):
+    """Write a rule's replacement as one piece: its spaces at the start dropped after a space, the others kept
+    (not made one); (bytes written in all, whether the next piece follows a space)."""
+    if after_space:
+        while start < stop and replacements[start] == 0x20:
+            start += 1
+    if start == stop:
+        return n, after_space
+    for i in range(start, stop):
+        if replacements[i] == 0x20:
+            n = _write_space(out, n, escape_whitespaces)
+        else:
+            out[n] = replacements[i]
+            n += 1
+    return n, remove_extra_whitespaces and replacements[stop - 1] == 0x20
+
+
 @njit(cache=True, nogil=True)
-def _normalize_kernel(data, text_ends, escape_whitespaces, remove_extra_whitespaces, add_dummy_prefix, out,
-                      out_ends):
-    """Write each text's normalized bytes to ``out`` and its end to ``out_ends``; returns the bytes written."""
+def _normalize_kernel(data, text_ends, escape_whitespaces, remove_extra_whitespaces, add_dummy_prefix, units,
+                      first_bytes, replacements, out, out_ends):
+    """Write each text's normalized bytes to ``out`` and its end to ``out_ends``; returns the bytes written, or
+    -1 where ``out`` is too small. The pieces a character map does not rewrite are single characters: they are
+    written byte by byte (only a space, one byte, is ever dropped)."""
+    has_map = units.shape[0] > 0
     n = 0
     start = 0
     for text, end in enumerate(text_ends):
         pos = start
-        while remove_extra_whitespaces and pos < end and data[pos] == 0x20:
-            pos += 1
+        while remove_extra_whitespaces and pos < end:  # the pieces that are one space, at the start
+            length = 0
+            if has_map and first_bytes[data[pos]]:
+                length, leaf = _rule_at(data, pos, end, units)
+                if length:
+                    piece_start, piece_stop = _replacement_span(units, leaf, replacements)
+                    if piece_stop - piece_start != 1 or replacements[piece_start] != 0x20:
+                        break
+            if not length and data[pos] != 0x20:
+                break
+            pos += length if length else 1
         text_start = n
         if add_dummy_prefix and pos < end:
             n = _write_space(out, n, escape_whitespaces)
-        after_space = False
+        after_space = remove_extra_whitespaces
         while pos < end:
             byte = data[pos]
+            if has_map and first_bytes[byte]:
+                length, leaf = _rule_at(data, pos, end, units)
+                if length:
+                    piece_start, piece_stop = _replacement_span(units, leaf, replacements)
+                    if n + 3 * (piece_stop - piece_start + data.shape[0] - pos + text_ends.shape[0]) > out.shape[0]:
+                        return -1
+                    n, after_space = _write_replacement_piece(out, n, replacements, piece_start, piece_stop,
+                                                              after_space, escape_whitespaces,
+                                                              remove_extra_whitespaces)
+                    pos += length
+                    continue
             pos += 1
             if byte != 0x20:
                 out[n] = byte
@@ -42,7 +115,7 @@ def _normalize_kernel(data, text_ends, escape_whitespaces, remove_extra_whitespa
                 after_space = False
             elif not (remove_extra_whitespaces and after_space):
                 n = _write_space(out, n, escape_whitespaces)
-                after_space = True
+                after_space = remove_extra_whitespaces
         if remove_extra_whitespaces and escape_whitespaces:  # the ▁s at the end, written or in the text
             while n - 3 >= text_start and out[n - 3] == 0xE2 and out[n - 2] == 0x96 and out[n - 1] == 0x81:
                 n -= 3
@@ -54,15 +127,25 @@ def _normalize_kernel(data, text_ends, escape_whitespaces, remove_extra_whitespa
     return n
 
 
+NO_CHARSMAP = (np.zeros(0, np.int64), np.zeros(256, np.bool_), np.zeros(0, np.uint8))
+
+
 def normalize_utf8(data: np.ndarray, text_ends: np.ndarray, *, escape_whitespaces: bool,
-                   remove_extra_whitespaces: bool, add_dummy_prefix: bool) -> tuple[np.ndarray, np.ndarray]:
+                   remove_extra_whitespaces: bool, add_dummy_prefix: bool,
+                   charsmap: tuple[np.ndarray, np.ndarray, np.ndarray] = NO_CHARSMAP) -> tuple[np.ndarray, np.ndarray]:
     """(normalized bytes, their text ends) of the UTF-8 texts data[text_ends[i - 1]:text_ends[i]] (from 0): each
-    as ``normalize`` gives it, with these options."""
-    out = np.empty(3 * len(data) + 3 * len(text_ends), np.uint8)
-    out_ends = np.empty(len(text_ends), np.int64)
-    n = _normalize_kernel(data, text_ends.astype(np.int64), escape_whitespaces, remove_extra_whitespaces,
-                          add_dummy_prefix, out, out_ends)
-    return out[:n], out_ends
+    as ``normalize`` gives it, with these options and a character map as (its trie's units, whether each byte
+    starts a key, its replacements) (``SentencePieceNormalizer.whitespace_options`` gives them all)."""
+    text_ends = text_ends.astype(np.int64)
+    size = 3 * len(data) + 3 * len(text_ends)
+    while True:
+        out = np.empty(size, np.uint8)
+        out_ends = np.empty(len(text_ends), np.int64)
+        n = _normalize_kernel(data, text_ends, escape_whitespaces, remove_extra_whitespaces, add_dummy_prefix,
+                              *charsmap, out, out_ends)
+        if n >= 0:
+            return out[:n], out_ends
+        size *= 2  # a rule's replacement is longer than its key
 
 
 @njit(cache=True, nogil=True, inline="always")
