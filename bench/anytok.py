@@ -103,7 +103,7 @@ def bench_vocab_models(text: str, repeat: int) -> list[dict]:
     batch = [line for line in text.split("\n") if line]
     megabytes = len(text.encode("utf-8")) / 1e6
     rows = []
-    print(f"{'model':<34} {'crayon jit MB/s':>15} {'oracle MB/s':>12} {'speedup':>8}  ids")
+    print(f"{'model':<45} {'crayon jit MB/s':>15} {'oracle MB/s':>12} {'speedup':>8}  ids")
     with tempfile.TemporaryDirectory() as folder:
         folder = Path(folder)
         oracles = {}
@@ -117,14 +117,15 @@ def bench_vocab_models(text: str, repeat: int) -> list[dict]:
         oracles["WordPiece tokenizer.json vs HF"] = (folder / "wordpiece.json", lambda batch: [
             encoding.ids for encoding in wordpiece.encode_batch(batch, add_special_tokens=False)])
         (folder / "train.txt").write_text("".join(lines), encoding="utf-8")
-        for kind in ("unigram", "bpe"):
-            prefix = str(folder / kind)
-            sentencepiece.SentencePieceTrainer.train(
-                input=str(folder / "train.txt"), model_prefix=prefix, vocab_size=4000, model_type=kind,
-                normalization_rule_name="identity", byte_fallback=True, character_coverage=0.9995, minloglevel=2)
-            processor = sentencepiece.SentencePieceProcessor(model_file=prefix + ".model")
-            oracles[f"SentencePiece {kind} .model vs spm"] = (
-                Path(prefix + ".model"), lambda batch, processor=processor: processor.encode(batch, num_threads=1))
+        for rule in ("identity", "nmt_nfkc"):  # nmt_nfkc (the default) has a character map
+            for kind in ("unigram", "bpe"):
+                prefix = str(folder / f"{kind}-{rule}")
+                sentencepiece.SentencePieceTrainer.train(
+                    input=str(folder / "train.txt"), model_prefix=prefix, vocab_size=4000, model_type=kind,
+                    normalization_rule_name=rule, byte_fallback=True, character_coverage=0.9995, minloglevel=2)
+                processor = sentencepiece.SentencePieceProcessor(model_file=prefix + ".model")
+                oracles[f"SentencePiece {kind} .model ({rule}) vs spm"] = (
+                    Path(prefix + ".model"), lambda batch, processor=processor: processor.encode(batch, num_threads=1))
         for what, (path, oracle) in oracles.items():
             tok = crayon.load(path, backend="jit")
             tok.encode_ordinary(text[:1000])
@@ -134,7 +135,7 @@ def bench_vocab_models(text: str, repeat: int) -> list[dict]:
             same = results["crayon"] == [list(line_ids) for line_ids in results["oracle"]]
             rows.append({"model": what, "crayon_mb_per_s": megabytes / crayon_seconds,
                          "oracle_mb_per_s": megabytes / oracle_seconds, "same_ids": same})
-            print(f"{what:<34} {megabytes / crayon_seconds:15.1f} {megabytes / oracle_seconds:12.1f} "
+            print(f"{what:<45} {megabytes / crayon_seconds:15.1f} {megabytes / oracle_seconds:12.1f} "
                   f"{oracle_seconds / crayon_seconds:7.1f}x  {'same' if same else 'DIFFERENT'}")
     return rows
 
