@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crayon.errors import UnsupportedComponentError
-from crayon.formats.hf_pretokenize import HFPreTokenizer, Split
 from crayon.formats.precompiled_charsmap import CharsMap, charsmap_from_bytes
 from crayon.formats.spec import TokenizerSpec
 from crayon.reference.pretokenize import WholeText
@@ -190,13 +189,10 @@ def read_sentencepiece_tokenizer(path: str | os.PathLike) -> TokenizerSpec:
     """The spec of a SentencePiece unigram or bpe ``.model``: its normalization, its model, and its spans.
     ``Tokenizer.from_spec(...).encode(text)`` gives ``SentencePieceProcessor.encode(text)``.
 
-    Unigram runs on the whole text: SentencePiece sums path scores in single precision over the whole text, and
-    the rounding decides ties, so a split would change ids. BPE spans start at each ``▁`` where no merge crosses
-    one (``CharBytePairModel.merges_never_cross``), which keeps the merge heaps small."""
+    The model runs on the whole text. Unigram must: SentencePiece sums path scores in single precision over the
+    whole text, and the rounding decides ties, so a split would change ids. BPE cuts the text itself before each
+    ``▁`` where no merge crosses one (``CharBytePairModel.merges_never_cross``), on both engines."""
     model = read_sentencepiece(path)
     encoder = model_from_sentencepiece(model)
-    words = (model.escape_whitespaces and isinstance(encoder, CharBytePairModel)
-             and encoder.merges_never_cross(SPACE))
-    pretokenizer = HFPreTokenizer(Split(SPACE, "merged_with_next", is_regex=False)) if words else WholeText()
     return TokenizerSpec(Path(path).stem, encoder, pattern=None, normalizer=SentencePieceNormalizer(model),
-                         pretokenizer=pretokenizer)
+                         pretokenizer=WholeText())
