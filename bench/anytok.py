@@ -4,8 +4,9 @@ state machine and against HF tokenizers, on the same text, in one run.
 Spans: the hand-written cl100k machine vs the compiled matcher on the cl100k and Llama 3 patterns.
 Encode (first sight: the jit engine's caches are emptied before each run): cl100k_base on the fused hand-written
 path; a Llama 3-style tokenizer.json (cl100k's vocabulary and merges, Llama 3's Split regex, ByteLevel without
-regex) read by Crayon (jit engine, compiled pipeline) and by HF tokenizers (single thread); both must give the
-same ids. The same file on the jit engine with the pre-tokenizer in Python (what ran before the compiler) is
+regex) read by Crayon (jit engine: Llama 3's exact regex runs on cl100k's hand-written machine) and, with the
+regex written as a group ``(?:...)`` (a custom regex: the compiled pipeline), by Crayon and by HF tokenizers
+(single thread); all must give the same ids. The same file on the jit engine with the pre-tokenizer in Python (what ran before the compiler) is
 shown too (one run). On the text's lines as one batch, HF's time includes taking each result's ``.ids`` (the
 lists Crayon's ``encode_batch`` returns). Encode rows and the models' rows are medians of ``--repeat`` interleaved rounds (each round
 times every peer once, in turn); the span rows are the best of ``--repeat``. Times are process CPU time (shared
@@ -36,16 +37,13 @@ from crayon.formats.hf_io import read_hf_tokenizer, save_hf_tokenizer  # noqa: E
 from crayon.jit.engine import JitEngine  # noqa: E402
 from crayon.jit.pretokenize import PATTERN_IDS, split_spans  # noqa: E402
 from crayon.jit.regex_vm import find_spans  # noqa: E402
-from crayon.patterns import PATTERNS  # noqa: E402
+from crayon.patterns import LLAMA3, PATTERNS  # noqa: E402
 from crayon.reference.regex_vm import compile_regex  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPORA_DIR = ROOT.parent / "shared" / "corpora"
 RESULTS = ROOT / "bench" / "results" / "anytok.json"
-LLAMA3 = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
-    r"|\s+(?!\S)|\s+"
-)
+GROUPED_LLAMA3 = f"(?:{LLAMA3})"  # the same regex in a form the hand-written machines do not know: compiled
 
 
 def best_cpu(function, repeat: int, before=None) -> tuple[float, object]:
@@ -78,13 +76,14 @@ def interleaved(peers: dict, repeat: int) -> tuple[dict[str, float], dict[str, o
     return {name: statistics.median(values) for name, values in times.items()}, results
 
 
-def llama3_style_json(folder: Path) -> Path:
-    """cl100k_base's vocabulary as a tokenizer.json with Llama 3's pre-tokenizer, as Llama 3's file has it."""
-    path = folder / "tokenizer.json"
+def llama3_style_json(folder: Path, pattern: str = LLAMA3) -> Path:
+    """cl100k_base's vocabulary as a tokenizer.json with Llama 3's pre-tokenizer, as Llama 3's file has it (or with
+    another ``pattern`` in its Split)."""
+    path = folder / f"tokenizer-{len(pattern)}.json"
     save_hf_tokenizer(crayon.load("cl100k_base", backend="reference"), path)
     config = json.loads(path.read_text(encoding="utf-8"))
     config["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
-        {"type": "Split", "pattern": {"Regex": LLAMA3}, "behavior": "Isolated", "invert": False},
+        {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
         {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
     ]}
     path.write_text(json.dumps(config, ensure_ascii=False), encoding="utf-8")
@@ -177,25 +176,32 @@ def main() -> None:
     lines = [line for line in text.split("\n") if line]
 
     with tempfile.TemporaryDirectory() as folder:
-        path = llama3_style_json(Path(folder))
+        llama3 = crayon.Tokenizer.from_spec(read_hf_tokenizer(llama3_style_json(Path(folder))), backend="jit")
+        path = llama3_style_json(Path(folder), GROUPED_LLAMA3)
         compiled = crayon.Tokenizer.from_spec(read_hf_tokenizer(path), backend="jit")
-        if compiled.engine.compiled_splits is None:
-            raise SystemExit("the Llama 3-style pipeline did not compile")
+        if llama3.engine.pattern_id is None or compiled.engine.compiled_splits is None:
+            raise SystemExit("the Llama 3-style pipeline did not run on the hand-written machine, or its grouped "
+                             "form did not compile")
+        llama3.encode_ordinary(text[:1000])
         compiled.encode_ordinary(text[:1000])
         hf = tokenizers.Tokenizer.from_file(str(path))
         seconds, results = interleaved({
             "cl100k": (lambda: cl100k.encode_ordinary(text), cl100k.engine.clear_caches),
+            "llama3": (lambda: llama3.encode_ordinary(text), llama3.engine.clear_caches),
             "compiled": (lambda: compiled.encode_ordinary(text), compiled.engine.clear_caches),
             "hf": lambda: hf.encode(text, add_special_tokens=False),
             "cl100k lines": (lambda: cl100k.encode_ordinary_batch(lines, num_threads=1), cl100k.engine.clear_caches),
+            "llama3 lines": (lambda: llama3.encode_ordinary_batch(lines, num_threads=1), llama3.engine.clear_caches),
             "compiled lines": (lambda: compiled.encode_ordinary_batch(lines, num_threads=1),
                                compiled.engine.clear_caches),
             "hf lines": lambda: [encoding.ids for encoding in hf.encode_batch(lines, add_special_tokens=False)],
         }, args.repeat)
         crayon_ids, encoding = results["compiled"], results["hf"]
         crayon_lines, hf_lines = results["compiled lines"], results["hf lines"]
+        same_llama3 = results["llama3"] == crayon_ids and results["llama3 lines"] == crayon_lines
         row("encode", "cl100k_base, hand-written machine, fused kernel", seconds["cl100k"])
-        row("encode", "Llama 3-style tokenizer.json, crayon jit, compiled regex", seconds["compiled"])
+        row("encode", "Llama 3-style tokenizer.json, crayon jit (hand-written machine)", seconds["llama3"])
+        row("encode", "its regex written as a group, crayon jit, compiled regex", seconds["compiled"])
 
         python_split = JitEngine(compiled, tables=compiled.engine.tables)
         python_split.compiled_splits = None  # the pre-tokenizer in Python, as before the compiler
@@ -204,14 +210,19 @@ def main() -> None:
         row("encode", "the same, crayon jit, pre-tokenizer in Python", python_seconds)
         row("encode", "the same, HF tokenizers (single thread)", seconds["hf"])
         row("lines", "cl100k_base on the text's lines as a batch, crayon jit", seconds["cl100k lines"])
+        row("lines", "Llama 3-style, the lines as a batch, crayon jit (hand-written)", seconds["llama3 lines"])
         row("lines", "the same on the text's lines as a batch, crayon jit", seconds["compiled lines"])
         row("lines", "the same on the text's lines as a batch, HF tokenizers", seconds["hf lines"])
-    same_ids = crayon_ids == encoding.ids == python_ids and crayon_lines == hf_lines
-    print(f"\nids identical (crayon compiled, crayon Python pre-tokenizer, HF): {same_ids}\n")
+    same_ids = crayon_ids == encoding.ids == python_ids and crayon_lines == hf_lines and same_llama3
+    print(f"\nids identical (crayon hand-written, compiled, Python pre-tokenizer, HF): {same_ids}\n")
     model_rows = bench_vocab_models(text, args.repeat)
     by_what = {r["what"]: r["mb_per_s"] for r in rows}
-    compiled_speed = by_what["Llama 3-style tokenizer.json, crayon jit, compiled regex"]
+    compiled_speed = by_what["its regex written as a group, crayon jit, compiled regex"]
     ratios = {
+        "llama3_vs_cl100k_encode": by_what["Llama 3-style tokenizer.json, crayon jit (hand-written machine)"]
+        / by_what["cl100k_base, hand-written machine, fused kernel"],
+        "llama3_vs_hf_lines": by_what["Llama 3-style, the lines as a batch, crayon jit (hand-written)"]
+        / by_what["the same on the text's lines as a batch, HF tokenizers"],
         "compiled_vs_cl100k_encode": compiled_speed / by_what["cl100k_base, hand-written machine, fused kernel"],
         "compiled_vs_hf_encode": compiled_speed / by_what["the same, HF tokenizers (single thread)"],
         "compiled_vs_hf_lines": by_what["the same on the text's lines as a batch, crayon jit"]

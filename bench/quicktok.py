@@ -2,7 +2,8 @@
 
 quicktok (pip package ``quicktok-v1``) compiles each pre-tokenizer grammar by hand and encodes as tiktoken does.
 Its bundled vocabularies are read here, offline, as tiktoken-style ranks; Crayon encodes them with the model's
-pre-tokenizer regex (compiled by ``crayon.jit.regex_vm``) and, for Qwen, HF's NFC normalizer: what
+pre-tokenizer regex (Llama 3's on cl100k's hand-written machine; Qwen's, with HF's NFC normalizer before it,
+compiled by ``crayon.jit.regex_vm``): what
 ``crayon.load("llama3.tiktoken", pattern=...)`` gives (the file is written to ``--workdir``). Crayon's ids must
 equal tiktoken's (the same ranks and regex; the run fails otherwise); column "quicktok wrong" counts the inputs
 (the text, or lines) where quicktok's ids differ from tiktoken's. HF tokenizers runs the equivalent
@@ -163,8 +164,10 @@ def main() -> None:
         if normalizer is not None:
             tok = crayon.Tokenizer(name, tok.model, pattern=pattern, special_tokens=specials,
                                    normalizer=UnicodeNormalizer(normalizer["type"]), backend="jit")
-        if tok.engine.compiled_splits is None:
-            raise SystemExit(f"{name}: the pre-tokenizer did not compile")
+        if tok.engine.pattern_id is None and tok.engine.compiled_splits is None:
+            raise SystemExit(f"{name}: the pre-tokenizer runs in Python")
+        machine = "hand-written machine" if tok.engine.pattern_id is not None else "compiled regex"
+        print(f"{name}: crayon's pre-tokenizer: {machine}")
         quick = quicktok.get_encoding(name)
         oracle = tiktoken.Encoding(name=name, pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
         oracle_lines = [line if normalizer is None else tok.normalizer(line) for line in lines]  # tiktoken: no NFC

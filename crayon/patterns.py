@@ -22,6 +22,18 @@ O200K_BASE = "|".join(
     ]
 )
 
+# Other vocabularies' patterns that the jit engine's hand-written machines split exactly too (their exact strings,
+# as their tokenizer.json files and quicktok give them). Llama 3's is cl100k's before tiktoken made it possessive:
+# a run of whitespace that ends the text and holds a newline is cut after its last newline (``\s*[\r\n]+``), as
+# o200k's is, where cl100k's ``\s++$`` keeps it whole. Qwen 2's (also Qwen 2.5's and Qwen 3's) is Llama 3's with
+# one digit per span.
+LLAMA3 = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"""
+    r"""|\s+(?!\S)|\s+"""
+)
+QWEN2 = LLAMA3.replace(r"\p{N}{1,3}", r"\p{N}", 1)
+VARIANT_PATTERNS = {"llama3": LLAMA3, "qwen2": QWEN2}
+
 PATTERNS = {
     "r50k_base": R50K_BASE,
     "p50k_base": R50K_BASE,
@@ -62,3 +74,8 @@ def pattern_name(regex: str) -> str | None:
         if PATTERNS[name] == regex:
             return name
     return None
+
+
+def variant_name(regex: str) -> str | None:
+    """The name in ``VARIANT_PATTERNS`` of a regex, or None."""
+    return next((name for name, variant in VARIANT_PATTERNS.items() if variant == regex), None)

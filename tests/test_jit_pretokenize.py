@@ -37,16 +37,17 @@ from crayon.jit.pretokenize import (
     unicode_tables,
 )
 from crayon.jit import pretokenize as jit_pretokenize
-from crayon.patterns import PATTERNS
+from crayon.patterns import PATTERNS, VARIANT_PATTERNS
 from crayon.reference.pretokenize import compile_pattern, split
 from tools.gen_unicode_tables import build_tables
 
-PATTERN_NAMES = ["r50k_base", "cl100k_base", "o200k_base"]
+PATTERN_NAMES = ["r50k_base", "cl100k_base", "o200k_base", "llama3", "qwen2"]
+REGEXES = {**PATTERNS, **VARIANT_PATTERNS}
 
 
 def reference_ends(text: str, pattern: str, errors: str = "strict") -> np.ndarray:
     """End byte offsets of the reference spans; ``errors="surrogateescape"`` maps escaped bytes back to one byte."""
-    pieces = split(text, pattern)
+    pieces = split(text, REGEXES[pattern])
     assert "".join(pieces) == text, "the reference lost characters"
     return np.cumsum([len(piece.encode("utf-8", errors)) for piece in pieces], dtype=np.int64)
 
@@ -54,7 +55,7 @@ def reference_ends(text: str, pattern: str, errors: str = "strict") -> np.ndarra
 def assert_same_spans(text: str, pattern: str) -> None:
     actual = span_ends(text.encode(), pattern)
     expected = reference_ends(text, pattern)
-    assert np.array_equal(actual, expected), (pattern, text, split(text, pattern), actual, expected)
+    assert np.array_equal(actual, expected), (pattern, text, split(text, REGEXES[pattern]), actual, expected)
 
 
 def class_of_every_code_point() -> np.ndarray:
@@ -128,7 +129,7 @@ def test_every_short_tuple_of_classes(pattern):
     classify_characters(data, 0, data.size, tables, classes)
     actual = spans_of_each_text(classes, bounds, PATTERN_IDS[pattern], tables)
 
-    compiled = compile_pattern(PATTERNS[pattern])
+    compiled = compile_pattern(REGEXES[pattern])
     pieces = [piece for text in texts for piece in compiled.findall(text)]
     expected = offsets[np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)))]
     if not np.array_equal(actual, expected):
@@ -200,7 +201,7 @@ def test_long_runs_and_empty_input():
 
 def test_pattern_names_and_regexes_resolve():
     text = b"Hello world's 123"
-    for name, regex_text in PATTERNS.items():
+    for name, regex_text in REGEXES.items():
         assert np.array_equal(span_ends(text, name), span_ends(text, regex_text))
 
 
@@ -270,7 +271,7 @@ def test_ascii_fast_path_on_long_text(pattern, text):
     assert_same_spans(text, pattern)
 
 
-@pytest.mark.parametrize("pattern", ["cl100k_base", "o200k_base"])
+@pytest.mark.parametrize("pattern", ["cl100k_base", "o200k_base", "llama3", "qwen2"])
 def test_ascii_fast_path_beside_every_class(pattern):
     """One or two representatives of every class between ASCII contexts, followed by enough text for the fast
     path's window (a run of 64 letters, spaces ... also fills the window)."""
@@ -278,7 +279,7 @@ def test_ascii_fast_path_beside_every_class(pattern):
     befores, afters = ["", "a", "A", " ", "1", "'", "!", "\n"], ["a" * 70, " x" * 35, "!" * 70, "\n " * 35, "1" * 70]
     texts = [before + char + after for char in chosen for before in befores for after in afters]
     texts += [first + second + after for first in chosen for second in chosen for after in afters[:2]]
-    compiled = compile_pattern(PATTERNS[pattern])
+    compiled = compile_pattern(REGEXES[pattern])
     for text in texts:
         expected = np.cumsum([len(piece.encode()) for piece in compiled.findall(text)])
         actual = span_ends(text.encode(), pattern)

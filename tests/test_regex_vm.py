@@ -44,6 +44,7 @@ LLAMA3 = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
     r"|\s+(?!\S)|\s+"
 )
+LLAMA3_GROUPED = f"(?:{LLAMA3})"  # the same regex in a form the hand-written machines do not know: compiled
 # Pre-tokenizer regexes of public tokenizers, written out (as in their tokenizer.json / tiktoken files).
 TOKENIZER_PATTERNS = {
     "r50k": PATTERNS["r50k_base"],
@@ -231,7 +232,7 @@ def corpus_sample() -> str:
     return "".join(corpus_text(name, 15_000) for name in CORPUS_FILES)
 
 
-@pytest.mark.parametrize("pattern", [LLAMA3, TOKENIZER_PATTERNS["deepseek_words"], r"\S+|\s+", r"[a-z]+"])
+@pytest.mark.parametrize("pattern", [LLAMA3_GROUPED, TOKENIZER_PATTERNS["deepseek_words"], r"\S+|\s+", r"[a-z]+"])
 def test_engine_runs_any_pattern_compiled(pattern):
     """A custom pattern (no hand-written machine) is split by the compiled matcher, gaps dropped as findall."""
     ranks = mergeable_ranks("cl100k_base")
@@ -249,7 +250,7 @@ def test_engine_runs_any_pattern_compiled(pattern):
     assert jit_tok.encode_ordinary_batch(texts) == [ref_tok.encode_ordinary(t) for t in texts]
 
 
-@pytest.mark.parametrize("pattern", [r"[a-z]+", LLAMA3])
+@pytest.mark.parametrize("pattern", [r"[a-z]+", LLAMA3_GROUPED])
 def test_compiled_batch_keeps_each_texts_tokens_apart(pattern):
     """The compiled batch encodes all texts' spans in one kernel call: empty texts, texts whose text the pattern
     skips entirely, first, last and in between, still get their own (possibly empty) token lists."""
@@ -270,7 +271,7 @@ def test_compiled_batch_keeps_each_texts_tokens_apart(pattern):
 def test_compiled_batches_of_generated_texts(texts):
     """Each text's tokens in a compiled batch are its own (the cut by ``text_token_offsets``), whether the pattern
     keeps all text (Llama 3) or skips some (``[a-z]+``)."""
-    for pattern in (LLAMA3, r"[a-z]+"):
+    for pattern in (LLAMA3_GROUPED, r"[a-z]+"):
         jit_tok, ref_tok = cl100k_pair(pattern)
         assert jit_tok.encode_ordinary_batch(texts) == [ref_tok.encode_ordinary(text) for text in texts]
 
@@ -283,6 +284,21 @@ def cl100k_pair(pattern: str) -> tuple[Tokenizer, Tokenizer]:
         warnings.simplefilter("ignore", PatternCoverageWarning)
         return (Tokenizer("custom", BytePairModel(ranks), pattern=pattern, backend="jit"),
                 Tokenizer("custom", BytePairModel(ranks), pattern=pattern, backend="reference"))
+
+
+@pytest.mark.parametrize("name", ["llama3", "qwen2"])
+def test_llama3_and_qwen2_patterns_run_the_hand_written_machine(name):
+    """Llama 3's and Qwen 2's exact regexes run cl100k's hand-written machine (``crayon.jit.pretokenize``), with the
+    reference's ids, whitespace at the end of a text (cut after its last newline, unlike cl100k's) included."""
+    from crayon.jit.pretokenize import PATTERN_IDS
+    from crayon.patterns import VARIANT_PATTERNS
+
+    jit_tok, ref_tok = cl100k_pair(VARIANT_PATTERNS[name])
+    assert jit_tok.engine.pattern_id == PATTERN_IDS[name] and jit_tok.engine.compiled_splits is None
+    texts = [corpus_sample(), "x \n\n  ", "12345 \u0661\u0662\u0663\u0664 1", "it's \r\n\t", *corpus_sample().splitlines()[:200]]
+    assert [jit_tok.encode_ordinary(text) for text in texts] == [ref_tok.encode_ordinary(text) for text in texts]
+    assert jit_tok.encode_ordinary_batch(texts) == [ref_tok.encode_ordinary(text) for text in texts]
+    assert ref_tok.pretokenizer("x \n\n  ") == ["x", " \n\n", "  "]  # cl100k's: ["x", " \n\n  "]
 
 
 def test_engine_falls_back_with_one_warning_naming_the_construct():
@@ -303,7 +319,8 @@ tokenizers = pytest.importorskip("tokenizers")
 from test_hf_io import CONFIGS, tokenizer_from_hf, train_hf  # noqa: E402
 
 COMPILED_CONFIGS = sorted(set(CONFIGS) - {"fixed_length", "byte_level_normalizer"})
-HAND_WRITTEN_CONFIGS = {"gpt2"}  # GPT-2's ByteLevel splits as r50k_base: the hand-written state machine runs it
+# GPT-2's ByteLevel splits as r50k_base, Llama 3's Split as its pattern: the hand-written state machines run them
+HAND_WRITTEN_CONFIGS = {"gpt2", "llama3_ignore_merges"}
 
 
 @pytest.fixture(scope="module")

@@ -37,6 +37,7 @@ import warnings
 from pathlib import Path
 
 from crayon.errors import FormatError, UnsupportedComponentError
+from crayon.patterns import VARIANT_PATTERNS
 from crayon.reference.bpe import BytePairModel
 from crayon.formats.hf_pretokenize import (
     ByteLevel,
@@ -119,16 +120,26 @@ def spec_from_hf(config: dict, *, name: str = "tokenizer") -> TokenizerSpec:
 
 
 def known_pattern_of(pre_tokenizer_spec: dict | None) -> str | None:
-    """The name of the tiktoken pattern ``pre_tokenizer_spec`` splits exactly as, or None: the HF form that
-    ``save_hf_tokenizer`` writes for a pattern, or GPT-2's ByteLevel without a prefix space, whose regex is
-    r50k's (they differ only in ``\\s++$|...|\\s`` against ``...|\\s+``, which match the same whitespace). The
-    jit engine then runs its compiled spanner."""
+    """The tiktoken-style pattern (a name, or a regex of ``VARIANT_PATTERNS``) ``pre_tokenizer_spec`` splits
+    exactly as, or None: the HF form that ``save_hf_tokenizer`` writes for a pattern; GPT-2's ByteLevel without a
+    prefix space, whose regex is r50k's (they differ only in ``\\s++$|...|\\s`` against ``...|\\s+``, which match
+    the same whitespace); or Llama 3's (Qwen 2's) ``Split`` of its regex, "Isolated", then ByteLevel without its
+    regex: the regex matches every character, so the split's pieces are its matches. The jit engine then runs its
+    hand-written machine."""
     if isinstance(pre_tokenizer_spec, dict) and {**pre_tokenizer_spec, "trim_offsets": True} == {
             "type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}:
         return "r50k_base"
     for name in ("r50k_base", "cl100k_base", "o200k_base"):
         if pre_tokenizer_spec == _pretokenizer_to_hf(PatternSpanner(name)):
             return name
+    steps = pre_tokenizer_spec.get("pretokenizers") if isinstance(pre_tokenizer_spec, dict) else None
+    if isinstance(steps, list) and len(steps) == 2 and pre_tokenizer_spec.get("type") == "Sequence":
+        split, byte_level = steps
+        if isinstance(byte_level, dict) and {**byte_level, "trim_offsets": True} == {
+                "type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}:
+            for regex_text in VARIANT_PATTERNS.values():
+                if split == {"type": "Split", "pattern": {"Regex": regex_text}, "behavior": "Isolated", "invert": False}:
+                    return regex_text
     return None
 
 

@@ -1,7 +1,9 @@
 """Pre-tokenization as Numba state machines over UTF-8 bytes: the jit twin of ``crayon.reference.pretokenize``.
 
 One hand-written state machine per OpenAI pattern (r50k_base = p50k_base = gpt2, cl100k_base, o200k_base)
-gives exactly the spans of ``regex.findall`` with the pattern of ``crayon.patterns``, as byte offsets.
+gives exactly the spans of ``regex.findall`` with the pattern of ``crayon.patterns``, as byte offsets; cl100k's
+machine also splits Llama 3's and Qwen 2's patterns (``crayon.patterns.VARIANT_PATTERNS``), with their whitespace
+at the end of a text and their digits.
 
 Two passes: ``classify_characters`` decodes the UTF-8 and writes one class entry per byte, looked up in
 tables generated from the ``regex`` module by ``tools/gen_unicode_tables.py`` (package data
@@ -40,11 +42,11 @@ import numpy as np
 
 from crayon.errors import CrayonError, UnsupportedComponentError
 from crayon.jit.lazy import intrinsic, njit
-from crayon.patterns import pattern_name
+from crayon.patterns import pattern_name, variant_name
 
-R50K, CL100K, O200K = 0, 1, 2
+R50K, CL100K, O200K, LLAMA3, QWEN2 = 0, 1, 2, 3, 4  # Llama 3 and Qwen 2: cl100k's machine, two variants
 PATTERN_IDS = {"r50k_base": R50K, "p50k_base": R50K, "p50k_edit": R50K, "gpt2": R50K, "cl100k_base": CL100K,
-               "o200k_base": O200K}
+               "o200k_base": O200K, "llama3": LLAMA3, "qwen2": QWEN2}
 
 # Property bits of a character class.
 LETTER = 1 << 0
@@ -244,9 +246,9 @@ def _skip_without(classes, pos, stop, class_properties, mask):
 
 
 @njit(cache=True, _nrt=False)
-def _skip_numbers(classes, pos, stop, class_properties):
-    """\\p{N}{1,3}: end of at most three number characters from pos."""
-    for _ in range(3):
+def _skip_numbers(classes, pos, stop, class_properties, most):
+    """\\p{N}{1,most}: end of at most ``most`` number characters from pos."""
+    for _ in range(most):
         properties, length = _char_at(classes, pos, stop, class_properties)
         if not properties & NUMBER:
             break
@@ -318,9 +320,10 @@ def _r50k_span_end(classes, start, stop, class_properties):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _cl100k_span_end(classes, start, stop, class_properties):
+def _cl100k_span_end(classes, start, stop, class_properties, whole_run_at_end, most_digits):
     """'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}++|\\p{N}{1,3}+| ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*+|\\s++$
-    |\\s*[\\r\\n]|\\s+(?!\\S)|\\s"""
+    |\\s*[\\r\\n]|\\s+(?!\\S)|\\s with ``whole_run_at_end`` (cl100k); without it, Llama 3's
+    ...|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+, which equals it but at the end of the text; ``most_digits``: 1 for Qwen 2."""
     first, length = _char_at(classes, start, stop, class_properties)
     if first & APOSTROPHE:
         end = _contraction_end(classes, start + length, stop, class_properties, 0)
@@ -329,7 +332,7 @@ def _cl100k_span_end(classes, start, stop, class_properties):
     if first & LETTER:
         return _skip_with(classes, start, stop, class_properties, LETTER)
     if first & NUMBER:
-        return _skip_numbers(classes, start, stop, class_properties)
+        return _skip_numbers(classes, start, stop, class_properties, most_digits)
     following, _ = _char_at(classes, start + length, stop, class_properties)
     if following & LETTER and not first & NEWLINE:
         return _skip_with(classes, start + length, stop, class_properties, LETTER)
@@ -339,12 +342,12 @@ def _cl100k_span_end(classes, start, stop, class_properties):
         symbols_start = start + length
     else:
         end, last_start, newline_end = _whitespace_run(classes, start, stop, class_properties)
-        if end == stop:
+        if end == stop and whole_run_at_end:
             return end  # \s++$
         if newline_end != -1:
-            return newline_end  # \s*[\r\n]
-        if last_start == start:
-            return end  # \s
+            return newline_end  # \s*[\r\n] (\s*[\r\n]+ for Llama 3: the same end)
+        if end == stop or last_start == start:
+            return end  # \s+(?!\S) at the end of the text, or \s of one character
         return last_start  # \s+(?!\S)
     end = _skip_without(classes, symbols_start, stop, class_properties, LETTER_NUMBER_WHITESPACE)
     return _skip_with(classes, end, stop, class_properties, NEWLINE)
@@ -390,7 +393,7 @@ def _o200k_span_end(classes, start, stop, class_properties):
         end = _o200k_word_end(classes, start, stop, class_properties, True)
         return _o200k_suffix_end(classes, end, stop, class_properties)
     if first & NUMBER:
-        return _skip_numbers(classes, start, stop, class_properties)
+        return _skip_numbers(classes, start, stop, class_properties, 3)
     if not first & NEWLINE:  # first is [^\r\n\p{L}\p{N}], the optional prefix of a word
         is_mark = first & UPPER_LIKE != 0  # \p{M}: upper- and lower-like but no letter
         end = _o200k_word_end(classes, start + length, stop, class_properties, not is_mark)
@@ -421,7 +424,7 @@ def fill_span_ends(classes, start, stop, pattern_id, tables, ends):
     ``classes[start:stop]`` must come from ``classify_characters`` over the same stop."""
     if start < 0 or stop > classes.shape[0] or start > stop:
         raise ValueError("span range outside the classes array")
-    if pattern_id != R50K and pattern_id != CL100K and pattern_id != O200K:
+    if pattern_id < R50K or pattern_id > QWEN2:
         raise ValueError("unknown pre-tokenizer pattern id")
     class_properties = tables[2]
     count = 0
@@ -429,10 +432,11 @@ def fill_span_ends(classes, start, stop, pattern_id, tables, ends):
     while pos < stop and count < ends.shape[0]:
         if pattern_id == R50K:
             pos = _r50k_span_end(classes, pos, stop, class_properties)
-        elif pattern_id == CL100K:
-            pos = _cl100k_span_end(classes, pos, stop, class_properties)
-        else:
+        elif pattern_id == O200K:
             pos = _o200k_span_end(classes, pos, stop, class_properties)
+        else:
+            pos = _cl100k_span_end(classes, pos, stop, class_properties, pattern_id == CL100K,
+                                   1 if pattern_id == QWEN2 else 3)
         ends[count] = pos
         count += 1
     return count
@@ -589,8 +593,8 @@ def _ascii_symbols_end(masks, at, base, trailing):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _cl100k_ascii_end(data, base, at, masks):
-    """``_cl100k_span_end`` at bit ``at`` of the window's masks, or -1."""
+def _cl100k_ascii_end(data, base, at, masks, most_digits):
+    """``_cl100k_span_end`` at bit ``at`` of the window's masks, or -1 (the window never holds the text's end)."""
     high, letter, _, _, digit, whitespace, newline, apostrophe, _ = masks
     if _bit(high, at) or _bit(high, at + 1):
         return -1
@@ -601,7 +605,7 @@ def _cl100k_ascii_end(data, base, at, masks):
     if _bit(letter, at):
         return _ascii_run(letter, high, at, base)
     if _bit(digit, at):
-        return _ascii_digits_end(digit, high, at, base)
+        return _ascii_digits_end(digit, high, at, base, most_digits)
     if _bit(letter, at + 1) and not _bit(newline, at):
         return _ascii_run(letter, high, at + 1, base)
     if not _bit(whitespace, at):
@@ -612,10 +616,10 @@ def _cl100k_ascii_end(data, base, at, masks):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _ascii_digits_end(digit, high, at, base):
-    """\\p{N}{1,3} from bit ``at``, or -1 where a non-ASCII byte (maybe a digit) follows fewer than three."""
-    end = min(_run_end(digit, at), at + 3)
-    return -1 if end < at + 3 and _bit(high, end) else base + end
+def _ascii_digits_end(digit, high, at, base, most):
+    """\\p{N}{1,most} from bit ``at``, or -1 where a non-ASCII byte (maybe a digit) follows fewer than ``most``."""
+    end = min(_run_end(digit, at), at + most)
+    return -1 if end < at + most and _bit(high, end) else base + end
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -649,7 +653,7 @@ def _o200k_ascii_end(data, base, at, masks):
     if _bit(letter, at):
         return _o200k_ascii_word_end(data, base, masks, at)
     if _bit(digit, at):
-        return _ascii_digits_end(digit, high, at, base)
+        return _ascii_digits_end(digit, high, at, base, 3)
     if not _bit(newline, at) and _bit(letter, at + 1):
         return _o200k_ascii_word_end(data, base, masks, at + 1)
     if not _bit(whitespace, at):
@@ -663,8 +667,10 @@ def _o200k_ascii_end(data, base, at, masks):
 def window_span_end(data, base, at, masks, pattern_id):
     """The end of the span at data[base + at] where the ASCII bytes of the window data[base:base + 64] (``masks``:
     ``ascii_masks(data, base)``) decide it, else -1 (always for r50k). ``at`` is at most ``REUSE_LIMIT``."""
-    if pattern_id == CL100K:
-        return _cl100k_ascii_end(data, base, at, masks)
+    if pattern_id == CL100K or pattern_id == LLAMA3:
+        return _cl100k_ascii_end(data, base, at, masks, 3)
+    if pattern_id == QWEN2:
+        return _cl100k_ascii_end(data, base, at, masks, 1)
     if pattern_id == O200K:
         return _o200k_ascii_end(data, base, at, masks)
     return -1
@@ -745,7 +751,7 @@ def split_spans(data: np.ndarray, pattern_id: int) -> np.ndarray:
 
 def pattern_id_of(pattern: str) -> int:
     """The kernel id of a pattern given by name (or by its exact regex); UnsupportedComponentError otherwise."""
-    name = pattern if pattern in PATTERN_IDS else pattern_name(pattern)
+    name = pattern if pattern in PATTERN_IDS else pattern_name(pattern) or variant_name(pattern)
     if name is None:
         raise UnsupportedComponentError(
             f"no jit pre-tokenizer for pattern {pattern!r}; known: {', '.join(PATTERN_IDS)} "
@@ -765,7 +771,7 @@ def jit_pattern_of(tokenizer) -> str | None:
         return None
     if tokenizer.pattern is not None and spanner.pattern != tokenizer.pattern:
         return None
-    return pattern_name(spanner.pattern)
+    return pattern_name(spanner.pattern) or variant_name(spanner.pattern)
 
 
 def span_ends(text_bytes: bytes, pattern: str) -> np.ndarray:
