@@ -4,6 +4,7 @@ without byte fallback), on corpora and hypothesis text."""
 
 import gc
 import itertools
+import math
 import json
 import warnings
 
@@ -102,10 +103,17 @@ def unigram(request):
 
 
 def check_unigram(hf, model, text):
+    """The reference gives HF's split of every piece, except where two splits' scores tie to within rounding:
+    the sums, rounded in another order, may then pick the other (seen once in about 60 HF-trained models, on
+    "\\n\\n\\n": "\\n\\n" + "\\n" against "\\n" + "\\n\\n"). The jit kernel gives the reference's ids exactly."""
     pieces = [piece for piece, _ in hf.pre_tokenizer.pre_tokenize_str(text)]
-    expected = [token.id for piece in pieces for token in hf.model.tokenize(piece)]
-    assert [i for piece in pieces for i in model.encode_span(piece.encode("utf-8"))] == expected
-    assert encode_spans(model, *as_data(pieces))[0].tolist() == expected
+    ours = [model.encode_span(piece.encode("utf-8")) for piece in pieces]
+    for piece, ids in zip(pieces, ours):
+        expected = [token.id for token in hf.model.tokenize(piece)]
+        if ids != expected:
+            scores = [math.fsum(float(model.scores[i]) for i in split) for split in (ids, expected)]
+            assert math.isclose(*scores, rel_tol=1e-12, abs_tol=0.0), (piece, ids, expected, scores)
+    assert encode_spans(model, *as_data(pieces))[0].tolist() == [i for ids in ours for i in ids]
 
 
 def test_unigram_matches_hf_on_corpora(unigram):
