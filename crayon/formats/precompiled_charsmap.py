@@ -20,6 +20,7 @@ import binascii
 import functools
 import re
 import struct
+from typing import Iterator
 
 import numpy as np
 import regex
@@ -78,19 +79,23 @@ class CharsMap:
         except UnicodeDecodeError:
             raise FormatError(f"precompiled_charsmap: the replacement at {start} is not UTF-8") from None
 
-    def shortest_rule(self, key: str) -> str | None:
-        """The replacement of the shortest key that is a prefix of ``key`` (up to a NUL), or None."""
+    def _key_ends(self, data: bytes, start: int) -> Iterator[tuple[int, int]]:
+        """(end, trie position of its leaf) of each key that data[start:] begins with, shortest first."""
         units = self._unit_list
         node = self._offset(units[0])
-        for byte in key.encode("utf-8"):
-            if byte == 0:
-                return None
-            position = self._child(node, byte)
+        for end in range(start, len(data)):
+            position = self._child(node, data[end])
             if position is None:
-                return None
+                return
             if (units[position] >> 8) & 1:
-                return self._replacement_at(position)
+                yield end + 1, position
             node = position ^ self._offset(units[position])
+
+    def shortest_rule(self, key: str) -> str | None:
+        """The replacement of the shortest key that is a prefix of ``key`` (up to a NUL), or None."""
+        data = key.encode("utf-8").split(b"\0", 1)[0]
+        for _, position in self._key_ends(data, 0):
+            return self._replacement_at(position)
         return None
 
     @functools.cached_property
@@ -247,27 +252,21 @@ class CharsMap:
         found there becomes its replacement, else one character is kept. ``(piece, rewritten)`` in order, the
         characters kept between two rewrites as one piece."""
         data = text.encode("utf-8", "surrogatepass")
-        units = self._unit_list
-        root = self._offset(units[0])
         pieces: list[tuple[str, bool]] = []
         kept_from = pos = 0
         while found := self._key_first_bytes.search(data, pos):
             start = found.start()
-            node, longest, leaf = root, 0, 0
-            for end in range(start, len(data)):
-                position = self._child(node, data[end])
-                if position is None:
-                    break
-                if (units[position] >> 8) & 1:
-                    longest, leaf = end + 1 - start, position
-                node = position ^ self._offset(units[position])
-            if not longest:
+            longest = None
+            for longest in self._key_ends(data, start):
+                pass
+            if longest is None:
                 pos = start + 1  # a character's first byte: the search goes on after it
                 continue
             if kept_from < start:
                 pieces.append((data[kept_from:start].decode("utf-8", "surrogatepass"), False))
+            end, leaf = longest
             pieces.append((self._replacement_at(leaf), True))
-            kept_from = pos = start + longest
+            kept_from = pos = end
         if kept_from < len(data):
             pieces.append((data[kept_from:].decode("utf-8", "surrogatepass"), False))
         return pieces
