@@ -19,7 +19,7 @@ SPACE = "\u2581"  # ▁
 NO_TOKEN = -1  # status: a character has no token and there is no unknown token
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _first_symbols(data, start, end, dat, byte_ids, unk_id, fuse_unk, out, n):
     """Write the first symbols of data[start:end] from out[n]; returns the new n or NO_TOKEN."""
     pending_unknown = False

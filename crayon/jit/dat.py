@@ -264,7 +264,7 @@ def transition(base, check, state, byte):
     return -1
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def longest_prefix(base, check, values, data, start, end):
     """``(token id, length)`` of the longest token that ``data[start:end]`` starts with, or ``(-1, 0)``."""
     state = 0
@@ -278,7 +278,7 @@ def longest_prefix(base, check, values, data, start, end):
     return best_id, best_length
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def lookup(base, check, values, data, start, end):
     """The id of exactly ``data[start:end]``, or -1 when it is not a token."""
     state = 0

@@ -16,7 +16,7 @@ def _char_length(lead):
     return 1 if lead < 0xC0 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _emit_unknown(data, start, end, dat, byte_ids, unk_id, out, n):
     """The ids of the unknown stretch data[start:end] (see ``UnigramModel.unknown_ids``); -1 written if there
     is no unknown id."""

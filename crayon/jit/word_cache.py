@@ -1,4 +1,4 @@
-"""A per-call cache of span -> ids for the kernels of the models over characters (WordPiece, Unigram, BPE over
+"""A per-call cache of span -> ids for the kernels of the models over characters (Unigram, BPE over
 characters): the words of a text repeat, and a span's ids depend on its bytes alone.
 
 The cache holds no ids of its own: a slot points at the span's first occurrence in the data and at that span's

@@ -6,25 +6,18 @@ import numpy as np
 
 from crayon.jit.dat import longest_prefix
 from crayon.jit.lazy import njit
-from crayon.jit.word_cache import find_cached, new_word_cache, remember
 from crayon.reference.wordpiece import WordPieceModel
 
 
 @njit(cache=True, nogil=True)
-def encode_words_kernel(data, word_ends, initial, continuing, unk_id, max_chars, cache, out, counts):
+def encode_words_kernel(data, word_ends, initial, continuing, unk_id, max_chars, out, counts):
     """Encode the words data[word_ends[i - 1]:word_ends[i]] (from 0) into ``out`` (room for one id per byte);
     returns the number of ids and writes each word's into ``counts``. ``initial`` and ``continuing`` are DATs
-    (base, check, values); ``cache`` a ``crayon.jit.word_cache``."""
+    (base, check, values). No word cache: greedy matching costs less than a lookup (measured: 13 ms without,
+    29 ms with ``crayon.jit.word_cache`` on 1.3 MB of corpus lines)."""
     n = 0
     start = 0
-    used = 0
     for word, end in enumerate(word_ends):
-        found = find_cached(cache, data, start, end, out, n)
-        if found >= 0:
-            counts[word] = found
-            n += found
-            start = end
-            continue
         chars = 0
         for pos in range(start, end):
             chars += (data[pos] & 0xC0) != 0x80
@@ -47,7 +40,6 @@ def encode_words_kernel(data, word_ends, initial, continuing, unk_id, max_chars,
             n += 1
             pos += length
         counts[word] = n - first
-        used = remember(cache, found, start, end, first, n - first, used)
         start = end
     return n
 
@@ -58,5 +50,5 @@ def encode_words(model: WordPieceModel, data: np.ndarray, word_ends: np.ndarray)
     out = np.empty(len(data) + len(word_ends), np.int64)
     counts = np.empty(len(word_ends), np.int64)
     count = encode_words_kernel(data, word_ends.astype(np.int64), model.initial, model.continuing, model.unk_id,
-                                model.max_input_chars_per_word, new_word_cache(len(word_ends)), out, counts)
+                                model.max_input_chars_per_word, out, counts)
     return out[:count], counts
