@@ -29,6 +29,7 @@ import numpy as np
 from crayon.errors import CartridgeError
 from crayon.jit import aot
 from crayon.jit.bpe import FIBONACCI, NO_MERGE, U32, merge_loop, pair_merge, write_byte_tokens
+from crayon.jit.cache import zeroed_table
 from crayon.jit.dat import compile_dat
 from crayon.jit.lazy import njit
 from crayon.jit.status import CORRUPT_TABLES, UNKNOWN_BYTE
@@ -234,7 +235,7 @@ def new_validity_memo(slots: int = 1 << 18) -> np.ndarray:
     """An empty memo of ``is_valid_pair`` answers (``slots`` a power of two), one per thread."""
     if slots < 1 or slots & (slots - 1):
         raise ValueError(f"slots must be a power of two, not {slots}")
-    return np.zeros(slots, np.uint64)
+    return zeroed_table((slots,))
 
 
 @njit(cache=True, _nrt=False, inline="always")

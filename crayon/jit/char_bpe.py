@@ -9,6 +9,7 @@ import numpy as np
 
 from crayon.errors import UnknownTokenError
 from crayon.jit.bpe import EMPTY, fill_pair_table, heap_merge, merge_loop, table_capacity
+from crayon.jit.cache import SMALL_CACHE_BUCKETS, new_piece_cache
 from crayon.jit.dat import lookup
 from crayon.jit.lazy import njit
 from crayon.jit.word_cache import find_cached, new_word_cache, remember
@@ -73,11 +74,11 @@ def _next_cut(data, start, end, cut):
 
 
 @njit(cache=True, nogil=True)
-def encode_spans_kernel(data, span_ends, dat, byte_ids, unk_id, fuse_unk, pair_table, cut, cache, out, counts):
+def encode_spans_kernel(data, span_ends, dat, byte_ids, unk_id, fuse_unk, pair_table, cut, pieces, cache, out, counts):
     """Encode the spans data[span_ends[i - 1]:span_ends[i]] (from 0) into ``out`` (room for one id per byte);
     returns the number of ids or NO_TOKEN and writes each span's into ``counts``. ``byte_ids[0] == -2`` means
     no byte fallback; each span is encoded in parts cut before each occurrence of the bytes ``cut`` (none if
-    empty; see ``CharBytePairModel.merges_never_cross``); ``cache`` is a ``crayon.jit.word_cache``."""
+    empty; see ``CharBytePairModel.merges_never_cross``); ``pieces`` and ``cache`` are ``crayon.jit.word_cache``'s."""
     longest = 0
     start = 0
     for end in span_ends:
@@ -91,7 +92,7 @@ def encode_spans_kernel(data, span_ends, dat, byte_ids, unk_id, fuse_unk, pair_t
         span_first = n
         while start < span_end:
             end = _next_cut(data, start, span_end, cut)
-            found = find_cached(cache, data, start, end, out, n)
+            found = find_cached(pieces, cache, data, start, end, out, n)
             if found >= 0:
                 n += found
                 start = end
@@ -104,7 +105,7 @@ def encode_spans_kernel(data, span_ends, dat, byte_ids, unk_id, fuse_unk, pair_t
                 count = heap_merge(out, n, count, pair_table, scratch)
             else:
                 count, _, _, _ = merge_loop(out, n, count, pair_table, scratch)
-            used = remember(cache, found, start, end, n, count, used)
+            used = remember(pieces, cache, found, data, start, end, out, n, count, used)
             n += count
             start = end
         counts[span] = n - span_first
@@ -127,14 +128,17 @@ class CharBytePairTables:
         self.cut = np.frombuffer(SPACE.encode("utf-8") if model.merges_never_cross(SPACE) else b"", np.uint8)
 
 
-def encode_spans(tables: CharBytePairTables, data: np.ndarray, span_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def encode_spans(tables: CharBytePairTables, data: np.ndarray, span_ends: np.ndarray,
+                 pieces: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(ids (int64), the number of ids of each span) of the spans of UTF-8 ``data`` ending at ``span_ends``, as
-    ``CharBytePairModel.encode_span`` gives them."""
+    ``CharBytePairModel.encode_span`` gives them; ``pieces``: the piece cache to use (default: a new small one)."""
     out = np.empty(len(data) + 1, np.int64)
     counts = np.empty(len(span_ends), np.int64)
     parts = len(span_ends) if len(tables.cut) == 0 else max(len(span_ends), len(data) // 6)  # ~ words, if cut
     count = encode_spans_kernel(data, span_ends.astype(np.int64), tables.dat, tables.byte_ids, tables.unk_id,
-                                tables.fuse_unk, tables.pair_table, tables.cut, new_word_cache(parts), out, counts)
+                                tables.fuse_unk, tables.pair_table, tables.cut,
+                                new_piece_cache(SMALL_CACHE_BUCKETS) if pieces is None else pieces, new_word_cache(parts),
+                                out, counts)
     if count == NO_TOKEN:
         raise UnknownTokenError("a character has no token and the model has no unk_token")
     return out[:count], counts

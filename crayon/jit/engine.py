@@ -27,7 +27,7 @@ from crayon.errors import BackendUnavailableError, CartridgeError, UnknownTokenE
 from crayon.jit import aot
 from crayon.jit import kernels as jit_kernels
 from crayon.jit.backtrack import backtracking_violation, check_backtrack_tables, new_validity_memo
-from crayon.jit.cache import new_long_piece_cache, new_piece_cache
+from crayon.jit.cache import GROW_AFTER_BYTES, SMALL_CACHE_BUCKETS, new_long_piece_cache, new_piece_cache
 from crayon.jit.cores import available_cores, worker_map
 from crayon.jit.id_lists import id_list, id_lists, joined_ids, shared_ids
 from crayon.jit.kernels import ENCODERS, SPAN_BATCH
@@ -46,14 +46,11 @@ __all__ = ["JitEngine", "make_engine", "tables_for", "DEFAULT_ENCODER", "KERNEL_
 
 DEFAULT_ENCODER = "backtrack"
 MEMO_SLOTS = 1 << 18
-# a thread's first caches and memo: 64 KB, 32 KB (and 32 rows of the longer-piece cache, 32 KB), 32 KB
-SMALL_CACHE_BUCKETS, SMALL_LONG_ROWS, SMALL_MEMO_SLOTS = 1 << 10, 1 << 8, 1 << 12
+# a thread's first caches and memo: 64 KB (SMALL_CACHE_BUCKETS), 32 KB (and 32 rows of the longer-piece cache, 32 KB),
+# 32 KB; full-size ones once it has encoded GROW_AFTER_BYTES: piece cache 4 MB, long-piece caches 8 and 4 MB, memo 2 MB
+SMALL_LONG_ROWS, SMALL_MEMO_SLOTS = 1 << 8, 1 << 12
 FEW_TOKENS = 32  # as_list converts this many tokens or fewer directly (measured faster than through id_objects)
 SHORT_CALL_BYTES = 4096  # one text up to this long is encoded in reusable per-thread arrays
-GROW_AFTER_BYTES = 1 << 16  # then full-size ones (piece cache 4 MB, long-piece caches 8 and 4 MB, memo 2 MB) once
-# the thread has encoded this much text. Their pages are written once when allocated: a lookup reads a page before
-# any store, a never-written page is then the kernel's shared zero page, and the store's copy-on-write fault flushes
-# the TLB of every CPU running a thread of the process (measured: 2 pipeline workers spent 12% more CPU per MB).
 PIECES_PER_THREAD = 4  # a batch on several threads is cut into this many runs of texts per thread
 KERNEL_CHOICES = ("auto", "aot", "numba")
 
@@ -155,8 +152,6 @@ class JitEngine:
             local.long_cache = new_long_piece_cache(DEFAULT_LONG_ROWS)
             local.longer_cache = new_long_piece_cache(DEFAULT_LONGER_ROWS, LONGER_ROW_WORDS)
             local.full_size = True
-            for table in (local.cache, local.long_cache, local.longer_cache, local.memo):
-                table.fill(0)  # see GROW_AFTER_BYTES
         if local.clearings != self._clearings:
             for table in (local.cache, local.long_cache, local.longer_cache, local.memo):
                 table[:] = 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from crayon.errors import UnsupportedComponentError
+from crayon.jit.cache import SMALL_CACHE_BUCKETS, new_piece_cache
 from crayon.jit.dat import lookup, transition
 from crayon.jit.lazy import njit
 from crayon.jit.word_cache import find_cached, new_word_cache, remember
@@ -38,10 +39,10 @@ def _emit_unknown(data, start, end, dat, byte_ids, unk_id, out, n):
 
 
 @njit(cache=True, nogil=True)
-def encode_spans_kernel(data, span_ends, dat, scores, unk_score, unk_id, fuse_unk, byte_ids, cache, out, counts):
+def encode_spans_kernel(data, span_ends, dat, scores, unk_score, unk_id, fuse_unk, byte_ids, pieces, cache, out, counts):
     """Encode the spans data[span_ends[i - 1]:span_ends[i]] (from 0) into ``out`` (room for one id per byte);
     returns the number of ids and writes each span's into ``counts``. ``byte_ids[0] == -2`` means no byte
-    fallback; ``cache`` is a ``crayon.jit.word_cache``."""
+    fallback; ``pieces`` and ``cache`` are ``crayon.jit.word_cache``'s."""
     base, check, values = dat
     longest = 0
     start = 0
@@ -56,7 +57,7 @@ def encode_spans_kernel(data, span_ends, dat, scores, unk_score, unk_id, fuse_un
     span_start = 0
     used = 0
     for span, span_end in enumerate(span_ends):
-        found = find_cached(cache, data, span_start, span_end, out, n)
+        found = find_cached(pieces, cache, data, span_start, span_end, out, n)
         if found >= 0:
             counts[span] = found
             n += found
@@ -110,19 +111,22 @@ def encode_spans_kernel(data, span_ends, dat, scores, unk_score, unk_id, fuse_un
             n = _emit_unknown(data, span_start + unknown_start, span_start + end, dat, byte_ids, unk_id, out, n)
             unknown_start = -1
         counts[span] = n - first
-        used = remember(cache, found, span_start, span_end, first, n - first, used)
+        used = remember(pieces, cache, found, data, span_start, span_end, out, first, n - first, used)
         span_start = span_end
     return n
 
 
-def encode_spans(model: UnigramModel, data: np.ndarray, span_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def encode_spans(model: UnigramModel, data: np.ndarray, span_ends: np.ndarray,
+                 pieces: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(ids (int64), the number of ids of each span) of the spans of UTF-8 ``data`` ending at ``span_ends``, as
-    ``model.encode_span`` gives them."""
+    ``model.encode_span`` gives them; ``pieces``: the piece cache to use (default: a new small one)."""
     if model.unk_id is None:
         raise UnsupportedComponentError("the jit Unigram needs an unk_id")
     out = np.empty(len(data) + 1, np.int64)
     counts = np.empty(len(span_ends), np.int64)
     byte_ids = model.byte_ids if model.byte_fallback else np.full(256, -2, np.int64)
     count = encode_spans_kernel(data, span_ends.astype(np.int64), model.dat, model.scores, model.unk_score,
-                                model.unk_id, model.fuse_unk, byte_ids, new_word_cache(len(span_ends)), out, counts)
+                                model.unk_id, model.fuse_unk, byte_ids,
+                                new_piece_cache(SMALL_CACHE_BUCKETS) if pieces is None else pieces,
+                                new_word_cache(len(span_ends)), out, counts)
     return out[:count], counts

@@ -6,19 +6,21 @@ warning). Same ids as the reference."""
 from __future__ import annotations
 
 import functools
-from concurrent.futures import ThreadPoolExecutor
-from typing import Sequence
+import threading
+from typing import Callable, Sequence
 
 import numpy as np
 
+from crayon.jit.cache import GROW_AFTER_BYTES, SMALL_CACHE_BUCKETS, new_piece_cache
 from crayon.jit.char_bpe import CharBytePairTables
 from crayon.jit.char_bpe import encode_spans as char_bpe_encode_spans
-from crayon.jit.cores import available_cores
+from crayon.jit.cores import available_cores, worker_map
 from crayon.jit.id_lists import id_list, id_list_kernel, id_lists, id_lists_kernel, shared_ids
 from crayon.jit.regex_vm import compiled_splits_of, kept_text, normalized_texts
 from crayon.jit.unigram import encode_spans as unigram_encode_spans
 from crayon.jit.whitespace_normalizer import normalize_utf8
 from crayon.jit.wordpiece import encode_words
+from crayon.reference.cache import DEFAULT_BUCKETS
 from crayon.reference.char_bpe import CharBytePairModel
 from crayon.reference.unigram import UnigramModel
 from crayon.reference.wordpiece import WordPieceModel
@@ -34,6 +36,7 @@ class VocabModelEngine:
         if not issubclass(tokenizer.model_class, (WordPieceModel, UnigramModel, CharBytePairModel)):
             raise TypeError(f"not a WordPiece, Unigram or character BPE model: {tokenizer.model_class.__name__}")
         self._tokenizer = tokenizer  # its model is built on first use (a cartridge's, when opened)
+        self._local = threading.local()
         self._normalizer = tokenizer.normalizer
         self._pretokenizer = tokenizer.pretokenizer
         self.compiled_splits = compiled_splits_of(tokenizer.pretokenizer, rewrites=True)
@@ -50,13 +53,24 @@ class VocabModelEngine:
         return shared_ids(1 + max(self.model.token_bytes, default=-1))
 
     @functools.cached_property
-    def _encode(self):
-        if isinstance(self.model, WordPieceModel):
-            return encode_words
-        if isinstance(self.model, UnigramModel):
-            return unigram_encode_spans
-        tables = CharBytePairTables(self.model)
-        return lambda model, data, ends: char_bpe_encode_spans(tables, data, ends)
+    def _encode(self) -> Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        """(UTF-8 data, span ends, piece cache) -> (ids, ids per span), with the model's kernel."""
+        model = self.model
+        if isinstance(model, WordPieceModel):
+            return lambda data, ends, pieces: encode_words(model, data, ends)
+        if isinstance(model, UnigramModel):
+            return functools.partial(unigram_encode_spans, model)
+        return functools.partial(char_bpe_encode_spans, CharBytePairTables(model))
+
+    def _piece_cache(self, text_bytes: int) -> np.ndarray:
+        """This thread's piece cache (``crayon.jit.word_cache``): small until the thread has encoded
+        ``GROW_AFTER_BYTES``, then full size, as ``JitEngine``'s."""
+        local = self._local
+        local.encoded = getattr(local, "encoded", 0) + text_bytes
+        buckets = DEFAULT_BUCKETS if local.encoded >= GROW_AFTER_BYTES else SMALL_CACHE_BUCKETS
+        if len(getattr(local, "pieces", ())) < 2 * buckets:
+            local.pieces = new_piece_cache(buckets)
+        return local.pieces
 
     def _spans(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(bytes of every span of every text, one after the other; their ends; the text each belongs to)."""
@@ -82,7 +96,7 @@ class VocabModelEngine:
                              num_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """All texts' ids in one uint32 array and int64 offsets, with one kernel call (``num_threads`` unused)."""
         data, ends, text_of_span = self._spans(texts)
-        ids, counts = self._encode(self.model, data, ends)
+        ids, counts = self._encode(data, ends, self._piece_cache(len(data)))
         offsets = np.zeros(len(texts) + 1, np.int64)
         np.cumsum(np.bincount(text_of_span, weights=counts, minlength=len(texts)).astype(np.int64), out=offsets[1:])
         return ids.astype(np.uint32), offsets
@@ -100,8 +114,7 @@ class VocabModelEngine:
             raise ValueError(f"num_threads must be at least 1, not {num_threads}")
         threads = min(threads, max(1, len(texts) // 64))
         chunks = [texts[i * len(texts) // threads : (i + 1) * len(texts) // threads] for i in range(threads)]
-        with ThreadPoolExecutor(threads) as pool:  # the kernels release the GIL
-            flats = list(pool.map(self.encode_ordinary_flat, chunks))
+        flats = list(worker_map(self.encode_ordinary_flat, chunks, threads))  # the kernels release the GIL
         batches = []
         for ids, offsets in flats:
             batches += id_lists(id_lists_kernel, ids, offsets, self._shared_ids)

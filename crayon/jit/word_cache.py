@@ -1,9 +1,12 @@
-"""A per-call cache of span -> ids for the kernels of the models over characters (Unigram, BPE over
-characters): the words of a text repeat, and a span's ids depend on its bytes alone.
+"""The span -> ids caches of the kernels of the models over characters (Unigram, BPE over characters): the words
+of a text repeat, and a span's ids depend on its bytes alone.
 
-The cache holds no ids of its own: a slot points at the span's first occurrence in the data and at that span's
-ids in the kernel's output, which only grows. ``new_word_cache`` sizes it for a call; a full cache (half its slots
-used) takes no more spans and the kernels encode the others as usual, so the cache never changes an id.
+A span of 2 to 16 bytes with 1 to 3 ids is kept in the calling thread's piece cache (``crayon.jit.cache``, the
+byte-level engine's: ids inline, one cache line per lookup, kept from call to call); any other span of up to 64
+bytes in the call's word cache. The word cache holds no ids of its own: a slot points at the span's first
+occurrence in the data and at that span's ids in the kernel's output, which only grows. ``new_word_cache`` sizes
+it for a call; a full word cache (half its slots used) takes no more spans and the kernels encode the others as
+usual, so neither cache ever changes an id.
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from crayon.jit.byte_ranges import FNV_OFFSET, fnv1a, same_bytes
+from crayon.jit.cache import cache_lookup, cache_store, piece_key, piece_row
 from crayon.jit.lazy import njit
+from crayon.reference.cache import MAX_PIECE_BYTES, MAX_PIECE_TOKENS, MIN_PIECE_BYTES
 
 MAX_CACHED_BYTES = 64  # longer spans (SentencePiece Unigram's whole texts) are encoded without the cache
 MAX_SLOTS = 1 << 17
@@ -34,10 +39,16 @@ def _span_hash(data, start, end):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def find_cached(cache, data, start, end, out, n):
-    """Copy the cached ids of data[start:end] to out[n:] and return their count; on a miss, return -1 - the slot
-    to ``remember`` the span in (-1 - len(cache) when it is not to be cached)."""
+def find_cached(pieces, cache, data, start, end, out, n):
+    """Copy the cached ids of data[start:end] (from the piece cache ``pieces`` or the word cache ``cache``) to
+    out[n:] and return their count; on a miss, return -1 - the word cache slot to ``remember`` the span in
+    (-1 - len(cache) when it is not to be kept there)."""
     length = end - start
+    if MIN_PIECE_BYTES <= length <= MAX_PIECE_BYTES:
+        low, high = piece_key(data, start, end)
+        found = cache_lookup(pieces, low, high, length, piece_row(low, high, length, pieces.shape[0]), out, n)
+        if found >= 0:
+            return found - n
     slots = cache.shape[0]
     if length > MAX_CACHED_BYTES or length == 0:
         return -1 - slots
@@ -54,9 +65,15 @@ def find_cached(cache, data, start, end, out, n):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def remember(cache, miss, start, end, ids_start, ids_count, used):
-    """Record the span data[start:end] whose ids are out[ids_start:ids_start + ids_count] in the slot
-    ``find_cached`` named (``miss``, its return value); returns the new number of used slots."""
+def remember(pieces, cache, miss, data, start, end, out, ids_start, ids_count, used):
+    """Record the span data[start:end] whose ids are out[ids_start:ids_start + ids_count]: in the piece cache
+    where it fits, else in the word cache slot ``find_cached`` named (``miss``, its return value); returns the new
+    number of used word cache slots."""
+    length = end - start
+    if MIN_PIECE_BYTES <= length <= MAX_PIECE_BYTES and 1 <= ids_count <= MAX_PIECE_TOKENS:
+        low, high = piece_key(data, start, end)
+        cache_store(pieces, low, high, length, piece_row(low, high, length, pieces.shape[0]), out, ids_start, ids_count)
+        return used
     slot = -1 - miss
     if slot >= cache.shape[0] or 2 * (used + 1) > cache.shape[0]:
         return used
