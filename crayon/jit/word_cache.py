@@ -1,5 +1,5 @@
-"""A per-call cache of span -> ids for the kernels of the models over characters (WordPiece, Unigram, BPE over
-characters): the words of a text repeat, and a span's ids depend on its bytes alone.
+"""A per-call cache of span -> ids for the kernels of the models over characters (WordPiece, WordLevel, Unigram,
+BPE over characters): the words of a text repeat, and a span's ids depend on its bytes alone.
 
 The cache holds no ids of its own: a slot points at the span's first occurrence in the data and at that span's
 ids in the kernel's output, which only grows. ``new_word_cache`` sizes it for a call; a full cache (half its slots
