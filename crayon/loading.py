@@ -356,17 +356,17 @@ def load_cartridge(
 
 def _hf_framing(metadata: dict, path) -> dict:
     """The Tokenizer arguments of a cartridge's HF added-token options, post-processor and decoder (a
-    cartridge written before them has none)."""
+    cartridge written before them has none; one written before ``has_hf_decoder`` lost HF's null decoder)."""
     framing = {}
     try:
         framing["added_token_options"] = {token: AddedTokenOptions.from_hf(fields)
                                           for token, fields in metadata.get("added_token_options", {}).items()}
         if metadata.get("hf_post_processor") is not None:
             framing["post_processor"] = post_processor_from_hf(metadata["hf_post_processor"])
-        if metadata.get("hf_decoder") is not None:
+        if metadata.get("has_hf_decoder", metadata.get("hf_decoder") is not None):
             from crayon.formats.hf_decode import decoder_from_hf
 
-            framing["decoder"] = decoder_from_hf(metadata["hf_decoder"])
+            framing["decoder"] = decoder_from_hf(metadata.get("hf_decoder"))
     except (KeyError, TypeError, AttributeError, ValueError) as error:
         raise CartridgeError(f"{path}: its HF added-token options, post-processor or decoder cannot be read: "
                              f"{error!r}") from None

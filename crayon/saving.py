@@ -58,6 +58,7 @@ def save_cartridge(tokenizer, path: str | os.PathLike, *, source: dict | None = 
         "source": source,
         "hf_post_processor": None if tokenizer.post_processor is None else tokenizer.post_processor.to_hf(),
         "hf_decoder": None if tokenizer.decoder is None else tokenizer.decoder.to_hf(),
+        "has_hf_decoder": tokenizer.decoder is not None,  # HF's null decoder (None above) joins tokens with spaces
         "vocabulary_version": tokenizer.vocabulary_version,
         "parent_hash": tokenizer.parent_hash,
         "template": [list(ids) for ids in tokenizer.template],

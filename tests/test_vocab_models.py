@@ -277,6 +277,17 @@ def test_wordpiece_tokenizer_json_loads_with_hf_ids(wordpiece, tmp_path):
     check_loaded(tmp_path / "tokenizer.json", lambda text: hf.encode(text, add_special_tokens=False).ids, texts)
 
 
+def test_cartridge_keeps_hfs_null_decoder(wordpiece, tmp_path):
+    """A file without a decoder decodes as HF's decode does then (the token strings joined with spaces), and so
+    does its cartridge."""
+    hf, _ = wordpiece
+    hf.save(str(tmp_path / "tokenizer.json"))
+    tok = crayon.load(tmp_path / "tokenizer.json")
+    reopened = crayon.load(tok.save(tmp_path / "wordpiece.crayon"))
+    ids = hf.encode(sample_text()[:5000], add_special_tokens=False).ids
+    assert reopened.decode(ids) == tok.decode(ids) == hf.decode(ids, skip_special_tokens=False)
+
+
 def test_unigram_tokenizer_json_loads_with_hf_ids(unigram, tmp_path):
     check_hf_file(unigram[0], tmp_path)
 
