@@ -14,7 +14,7 @@ lengths) are encoded by transformers itself; ``crayon_calls`` counts the calls C
     batch = tokenizer(texts, padding=True, truncation=True, max_length=512, return_tensors="np")
 
 The adapter takes byte-level BPE tokenizers (what it is tested against transformers on); any other model
-(WordPiece, Unigram, BPE over characters) is refused at loading with ``UnsupportedComponentError``.
+(WordPiece, WordLevel, Unigram, BPE over characters) is refused at loading with ``UnsupportedComponentError``.
 """
 
 from __future__ import annotations

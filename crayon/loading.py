@@ -54,10 +54,10 @@ def load(
     "cl100k_base", "o200k_base"; or a profile from ``crayon.list_profiles()`` such as "lite"), a cartridge
     (``.crayon``; the suffix may be left out, as ``Tokenizer.save`` adds it), a ``.tiktoken`` file (give
     ``pattern``: a name such as "cl100k_base" or a regex, and ``special_tokens``), an HF ``tokenizer.json``
-    (byte-level BPE, WordPiece, Unigram, or BPE over characters), a SentencePiece unigram or bpe ``.model``, or a
-    Crayon v2 ``.dat`` (with its ``.json`` beside it; a longest-match tokenizer). A str with neither a path
-    separator nor a dot is a name: the built-in profile of that name, else the cartridge ``NAME.crayon`` in the
-    working folder, never another file or folder named so.
+    (byte-level BPE, WordPiece, WordLevel, Unigram, or BPE over characters), a SentencePiece unigram or bpe
+    ``.model``, or a Crayon v2 ``.dat`` (with its ``.json`` beside it; a longest-match tokenizer). A str with
+    neither a path separator nor a dot is a name: the built-in profile of that name, else the cartridge
+    ``NAME.crayon`` in the working folder, never another file or folder named so.
     ``backend``: "reference", "jit", "cuda" or "auto". ``algorithm``: "bpe" (exact) or "longest" (greedy
     longest match over the vocabulary: fast, lossless, but not the tokens BPE gives). ``verify=True`` checks a
     cartridge's checksums and invariants before using it. ``mmap=False`` reads a cartridge into memory instead of
@@ -248,9 +248,10 @@ def _cache_compiled_profile(tokenizer: Tokenizer) -> None:
 
 
 def _load_hf_compiled(path: Path, *, backend: str) -> Tokenizer:
-    """An HF tokenizer.json of a WordPiece, Unigram or character-BPE model, compiled to a cartridge in the first
-    writable cache folder on first use and reopened from there while the file is unchanged (its path, size and
-    mtime, and the cartridge format, recorded in the cartridge). Byte-level BPE files are read each time."""
+    """An HF tokenizer.json of a WordPiece, WordLevel, Unigram or character-BPE model, compiled to a cartridge in
+    the first writable cache folder on first use and reopened from there while the file is unchanged (its path,
+    size and mtime, and the cartridge format, recorded in the cartridge). Byte-level BPE files are read each
+    time."""
     from crayon.formats.hf_io import read_hf_tokenizer
     from crayon.jit.tables import TABLES_VERSION
     from crayon.saving import VOCAB_MODELS
@@ -356,17 +357,17 @@ def load_cartridge(
 
 def _hf_framing(metadata: dict, path) -> dict:
     """The Tokenizer arguments of a cartridge's HF added-token options, post-processor and decoder (a
-    cartridge written before them has none)."""
+    cartridge written before them has none; one written before ``has_hf_decoder`` lost HF's null decoder)."""
     framing = {}
     try:
         framing["added_token_options"] = {token: AddedTokenOptions.from_hf(fields)
                                           for token, fields in metadata.get("added_token_options", {}).items()}
         if metadata.get("hf_post_processor") is not None:
             framing["post_processor"] = post_processor_from_hf(metadata["hf_post_processor"])
-        if metadata.get("hf_decoder") is not None:
+        if metadata.get("has_hf_decoder", metadata.get("hf_decoder") is not None):
             from crayon.formats.hf_decode import decoder_from_hf
 
-            framing["decoder"] = decoder_from_hf(metadata["hf_decoder"])
+            framing["decoder"] = decoder_from_hf(metadata.get("hf_decoder"))
     except (KeyError, TypeError, AttributeError, ValueError) as error:
         raise CartridgeError(f"{path}: its HF added-token options, post-processor or decoder cannot be read: "
                              f"{error!r}") from None
@@ -385,15 +386,17 @@ def _charsmaps_from_sections(spec: dict | None, sections: dict) -> None:
 
 
 class VocabModelBuilder:
-    """Builds the WordPiece, Unigram or character-BPE model of a cartridge (``crayon.saving.model_sections``) when
-    the tokenizer first needs it; ``model_class`` names it before (the engine is chosen by it)."""
+    """Builds the WordPiece, WordLevel, Unigram or character-BPE model of a cartridge
+    (``crayon.saving.model_sections``) when the tokenizer first needs it; ``model_class`` names it before (the
+    engine is chosen by it)."""
 
     def __init__(self, options: dict, sections: dict, path):
         from crayon.saving import VOCAB_MODELS
 
         classes = {model_class.__name__: model_class for model_class in VOCAB_MODELS}
         kind = options.get("type") if isinstance(options, dict) else None
-        name = {"WordPiece": "WordPieceModel", "Unigram": "UnigramModel", "CharBPE": "CharBytePairModel"}.get(kind)
+        name = {"WordPiece": "WordPieceModel", "WordLevel": "WordLevelModel", "Unigram": "UnigramModel",
+                "CharBPE": "CharBytePairModel"}.get(kind)
         if name not in classes:
             raise CartridgeError(f"{path}: unknown model type {kind!r}")
         self.model_class = classes[name]
@@ -406,6 +409,7 @@ class VocabModelBuilder:
 def _vocab_model_of(options: dict, sections: dict, path):
     from crayon.reference.char_bpe import CharBytePairModel
     from crayon.reference.unigram import UnigramModel
+    from crayon.reference.wordlevel import WordLevelModel
     from crayon.reference.wordpiece import WordPieceModel
 
     try:
@@ -417,6 +421,9 @@ def _vocab_model_of(options: dict, sections: dict, path):
                                   continuing_subword_prefix=options["continuing_subword_prefix"],
                                   max_input_chars_per_word=options["max_input_chars_per_word"],
                                   dats=None if initial is None or continuing is None else (initial, continuing))
+        if kind == "WordLevel":
+            return WordLevelModel({token: i for i, token in tokens.items()}, unk_token=options["unk_token"],
+                                  dat=_stored_dat(sections, "wordlevel.dat"))
         if kind == "Unigram":
             scores = sections["unigram.scores"]
             pieces = [(tokens[i], float(score)) for i, score in enumerate(scores.tolist())]

@@ -2,9 +2,9 @@
 
 A cartridge of a BPE tokenizer holds the jit engine's tables (``crayon.jit.tables.build_bpe_tables``) under
 ``CARTRIDGE_SECTION`` names (the vocabulary and the DAT under the format's own names, the rest as ``bpe.*``);
-a longest-match tokenizer's holds its vocabulary and DAT. A WordPiece, Unigram or character-BPE tokenizer's
-(``model_sections``) holds its token strings, its options in the metadata's "model" and, for Unigram, the scores
-and the ids the Viterbi may use; for BPE, the merges as id triples (left, right, rank).
+a longest-match tokenizer's holds its vocabulary and DAT. A WordPiece, WordLevel, Unigram or character-BPE
+tokenizer's (``model_sections``) holds its token strings, its options in the metadata's "model", its DATs and, for
+Unigram, the scores and the ids the Viterbi may use; for BPE, the merges as id triples (left, right, rank).
 ``crayon.loading.load_cartridge`` reads them all back.
 """
 
@@ -22,11 +22,12 @@ from crayon.reference.bpe import BytePairModel
 from crayon.reference.char_bpe import CharBytePairModel
 from crayon.reference.longest import LongestMatchModel
 from crayon.reference.unigram import UnigramModel
+from crayon.reference.wordlevel import WordLevelModel
 from crayon.reference.wordpiece import WordPieceModel
 
 __all__ = ["CARTRIDGE_SECTION", "VOCAB_MODELS", "save_cartridge", "model_sections"]
 
-VOCAB_MODELS = (WordPieceModel, UnigramModel, CharBytePairModel)
+VOCAB_MODELS = (WordPieceModel, WordLevelModel, UnigramModel, CharBytePairModel)
 
 CARTRIDGE_SECTION = {
     "token_bytes": "vocab.bytes",
@@ -45,7 +46,7 @@ def save_cartridge(tokenizer, path: str | os.PathLike, *, source: dict | None = 
     if tokenizer.tables is None and not vocab_model and not isinstance(tokenizer.model, (BytePairModel, LongestMatchModel)):
         raise UnsupportedComponentError(
             f"a cartridge of a {type(tokenizer.model).__name__} (cartridges hold byte-level BPE, longest match, "
-            "WordPiece, Unigram and BPE over characters)")
+            "WordPiece, WordLevel, Unigram and BPE over characters)")
     path = check_writable(path)
     metadata = {
         "name": tokenizer.name,
@@ -58,6 +59,7 @@ def save_cartridge(tokenizer, path: str | os.PathLike, *, source: dict | None = 
         "source": source,
         "hf_post_processor": None if tokenizer.post_processor is None else tokenizer.post_processor.to_hf(),
         "hf_decoder": None if tokenizer.decoder is None else tokenizer.decoder.to_hf(),
+        "has_hf_decoder": tokenizer.decoder is not None,  # HF's null decoder (None above) joins tokens with spaces
         "vocabulary_version": tokenizer.vocabulary_version,
         "parent_hash": tokenizer.parent_hash,
         "template": [list(ids) for ids in tokenizer.template],
@@ -65,7 +67,8 @@ def save_cartridge(tokenizer, path: str | os.PathLike, *, source: dict | None = 
     if tokenizer.normalizer is not None or tokenizer.pattern is None:
         from crayon.formats.hf_io import pipeline_to_hf
 
-        metadata["hf_pipeline"] = pipeline_to_hf(tokenizer.normalizer, tokenizer.pretokenizer)
+        metadata["hf_pipeline"] = pipeline_to_hf(tokenizer.normalizer, tokenizer.pretokenizer,
+                                                 byte_level=not vocab_model)
         charsmaps = charsmaps_to_sections(metadata["hf_pipeline"]["normalizer"])
     if vocab_model:
         metadata["model"], sections = model_sections(tokenizer.model)
@@ -102,7 +105,7 @@ def save_cartridge(tokenizer, path: str | os.PathLike, *, source: dict | None = 
 
 
 def model_sections(model) -> tuple[dict, dict[str, np.ndarray]]:
-    """The metadata "model" object and the sections of a WordPiece, Unigram or character-BPE model."""
+    """The metadata "model" object and the sections of a WordPiece, WordLevel, Unigram or character-BPE model."""
     if isinstance(model, WordPieceModel):
         options = {"type": "WordPiece", "unk_token": model.unk_token, "continuing_subword_prefix": model.prefix,
                    "max_input_chars_per_word": model.max_input_chars_per_word}
@@ -110,6 +113,10 @@ def model_sections(model) -> tuple[dict, dict[str, np.ndarray]]:
         sections.update(dat_sections("wordpiece.initial", model.initial))
         sections.update(dat_sections("wordpiece.continuing", model.continuing))
         return options, sections
+    if isinstance(model, WordLevelModel):
+        sections = vocab_sections({i: token.encode("utf-8") for token, i in model.vocab.items()})
+        sections.update(dat_sections("wordlevel.dat", model.dat))
+        return {"type": "WordLevel", "unk_token": model.unk_token}, sections
     if isinstance(model, UnigramModel):
         options = {"type": "Unigram", "unk_id": model.unk_id, "byte_fallback": model.byte_fallback,
                    "fuse_unk": model.fuse_unk, "single_precision": model.score_type == np.float32}

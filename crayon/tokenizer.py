@@ -189,8 +189,9 @@ def _checked_options(options: dict | None, tokens: dict[str, int]) -> dict[str, 
 
 
 def _model_token_strings(model) -> dict[int, str]:
-    """The token strings of a model over characters (WordPiece, Unigram, BPE over characters: its vocabulary as
-    the file spells it); empty for byte-level models, whose tokens are spelled in GPT-2's byte characters."""
+    """The token strings of a model over characters (WordPiece, WordLevel, Unigram, BPE over characters: its
+    vocabulary as the file spells it); empty for byte-level models, whose tokens are spelled in GPT-2's byte
+    characters."""
     if hasattr(model, "pieces"):
         return {token_id: piece for token_id, (piece, _) in enumerate(model.pieces)}
     if hasattr(model, "vocab"):
@@ -641,7 +642,8 @@ class Tokenizer:
         return ids, offsets
 
     def _model_is_over_characters(self) -> bool:
-        """Whether the model's tokens are strings of characters (WordPiece, Unigram, BPE over characters)."""
+        """Whether the model's tokens are strings of characters (WordPiece, WordLevel, Unigram, BPE over
+        characters)."""
         if self._token_strings is None:
             self._token_strings = _model_token_strings(self.model)
         return bool(self._token_strings)
@@ -1116,6 +1118,9 @@ class Tokenizer:
 
             save_hf_tokenizer(self, path)
         elif format == "tiktoken":
+            if not issubclass(self.model_class, BytePairModel):
+                raise ValueError(f"{self.name} is a {self.model_class.__name__}, which a .tiktoken file cannot "
+                                 "express; export it with format='hf'")
             if self.model.merges is not None or self.normalizer is not None or self.pattern is None:
                 raise ValueError(
                     f"{self.name} has explicit merges, a normalizer or a custom pre-tokenizer, which a .tiktoken "

@@ -37,6 +37,7 @@ from crayon.reference.char_bpe import CharBytePairModel
 from crayon.reference.longest import LongestMatchModel
 from crayon.reference.pretokenize import WholeText
 from crayon.reference.unigram import UnigramModel
+from crayon.reference.wordlevel import WordLevelModel
 from crayon.reference.wordpiece import WordPieceModel
 from strategies import tokenizer_text
 
@@ -205,11 +206,13 @@ def _hf_cases() -> dict[str, Case]:
     return {f"hf_{name}": _hf_case(name) for name in sorted(hf_configs.CONFIGS)}
 
 
-VOCAB_MODELS = {WordPieceModel: "wordpiece", UnigramModel: "unigram", CharBytePairModel: "char_bpe"}
+VOCAB_MODELS = {WordPieceModel: "wordpiece", WordLevelModel: "wordlevel", UnigramModel: "unigram",
+                CharBytePairModel: "char_bpe"}
 
 
 def algorithm_of(tok: crayon.Tokenizer) -> str:
-    """The model a backend must implement: "wordpiece", "unigram", "char_bpe", else ``tok.algorithm``."""
+    """The model a backend must implement: "wordpiece", "wordlevel", "unigram", "char_bpe", else
+    ``tok.algorithm``."""
     return VOCAB_MODELS.get(type(tok.model), tok.algorithm)
 
 
@@ -222,12 +225,16 @@ def _vocab_training_lines() -> list[str]:
 def _trained_vocab_model(kind: str):
     """An HF tokenizer of a model over characters, trained here in a fraction of a second (as
     tests/test_vocab_models.py trains them)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
     if kind == "wordpiece":
         hf = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=20))
         hf.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         trainer = trainers.WordPieceTrainer(vocab_size=1500, special_tokens=["[UNK]"], show_progress=False)
+    elif kind == "wordlevel":
+        hf = Tokenizer(models.WordLevel(unk_token="[UNK]"))
+        hf.normalizer, hf.pre_tokenizer = normalizers.Lowercase(), pre_tokenizers.Whitespace()
+        trainer = trainers.WordLevelTrainer(vocab_size=3000, special_tokens=["[UNK]"], show_progress=False)
     elif kind == "unigram":
         hf = Tokenizer(models.Unigram())
         hf.pre_tokenizer, hf.decoder = pre_tokenizers.Metaspace(), decoders.Metaspace()
@@ -293,6 +300,7 @@ def _vocab_model_cases() -> dict[str, Case]:
     if importlib.util.find_spec("tokenizers") is not None:
         cases |= {"wordpiece": _vocab_model_case("wordpiece", lacks={
                       "decode": "WordPiece joins pieces without HF's decoder's spaces and ## stripping"}),
+                  "wordlevel": _vocab_model_case("wordlevel"),
                   "unigram": _vocab_model_case("unigram", lacks={"decode": DUMMY_PREFIX}),
                   "char_bpe": _vocab_model_case("char_bpe", lacks={"decode": DUMMY_PREFIX})}
     if importlib.util.find_spec("sentencepiece") is not None:

@@ -1,7 +1,8 @@
-"""WordPiece and Unigram over the DAT: reference and jit twins against HF tokenizers' models (trained here in
-seconds on the shared corpora) and against the ``sentencepiece`` package (unigram ``.model`` files, with and
-without byte fallback), on corpora and hypothesis text."""
+"""WordPiece, WordLevel and Unigram over the DAT: reference and jit twins against HF tokenizers' models (trained
+here in seconds on the shared corpora) and against the ``sentencepiece`` package (unigram ``.model`` files, with
+and without byte fallback), on corpora and hypothesis text."""
 
+import functools
 import gc
 import itertools
 import math
@@ -16,22 +17,25 @@ from hypothesis import strategies as st
 from strategies import tokenizer_text
 
 import crayon
-from crayon.errors import UnsupportedComponentError
+from crayon.errors import UnknownTokenError, UnsupportedComponentError
 from crayon.formats.sentencepiece import (SentencePieceFile, SentencePieceNormalizer, model_from_sentencepiece, normalize,
                                          read_sentencepiece)
+from crayon.jit.cache import new_piece_cache
 from crayon.jit.char_bpe import CharBytePairTables
 from crayon.jit.char_bpe import encode_spans as char_bpe_encode_spans
 from crayon.errors import CartridgeError
 from crayon.jit.id_lists import id_lists, id_lists_kernel, shared_ids
 from crayon.jit.unigram import encode_spans
 from crayon.jit.whitespace_normalizer import normalize_utf8
+from crayon.jit.wordlevel import encode_words as wordlevel_encode_words
 from crayon.jit.wordpiece import encode_words
 from crayon.reference.char_bpe import CharBytePairModel
 from crayon.reference.unigram import UnigramModel
+from crayon.reference.wordlevel import WordLevelModel
 from crayon.reference.wordpiece import WordPieceModel
 
 tokenizers = pytest.importorskip("tokenizers")
-from tokenizers import models, pre_tokenizers, trainers  # noqa: E402
+from tokenizers import models, normalizers, pre_tokenizers, trainers  # noqa: E402
 
 
 def training_lines() -> list[str]:
@@ -171,6 +175,165 @@ def test_char_bpe_long_span_uses_the_heap_exactly(char_bpe):
     assert jit_ids(model, *as_data([text])) == expected
 
 
+# ---- WordLevel: HF's trainer's models, with and without the unknown token in the vocabulary -------------------
+
+WORDLEVEL_KINDS = ["whitespace-lowercase", "whitespace-split", "bert-no-unk"]
+
+
+@functools.cache
+def trained_wordlevel(kind: str):
+    """(HF tokenizer, reference model) of a WordLevel trained by HF: Whitespace and Lowercase, WhitespaceSplit, or
+    BertPreTokenizer and Lowercase with no special tokens, so that its unk_token "[UNK]" is not in the vocabulary."""
+    hf = tokenizers.Tokenizer(models.WordLevel(unk_token="[UNK]"))
+    hf.pre_tokenizer = {"whitespace-lowercase": pre_tokenizers.Whitespace(),
+                        "whitespace-split": pre_tokenizers.WhitespaceSplit(),
+                        "bert-no-unk": pre_tokenizers.BertPreTokenizer()}[kind]
+    if kind != "whitespace-split":
+        hf.normalizer = normalizers.Lowercase()
+    special_tokens = [] if kind == "bert-no-unk" else ["[UNK]", "[SEP]"]
+    hf.train_from_iterator(training_lines(), trainers.WordLevelTrainer(
+        vocab_size=3000, special_tokens=special_tokens, show_progress=False))
+    spec = json.loads(hf.to_str())["model"]
+    return hf, WordLevelModel(spec["vocab"], unk_token=spec["unk_token"])
+
+
+@pytest.fixture(scope="module", params=WORDLEVEL_KINDS)
+def wordlevel(request):
+    return trained_wordlevel(request.param)
+
+
+def hf_words(hf, text: str) -> list[str]:
+    """The words HF's WordLevel model is given: the text normalized, then pre-tokenized."""
+    normalized = text if hf.normalizer is None else hf.normalizer.normalize_str(text)
+    return [word for word, _ in hf.pre_tokenizer.pre_tokenize_str(normalized)]
+
+
+def hf_word_ids(hf, word: str) -> list[int] | None:
+    """HF's ids of one word, or None where HF refuses it (unknown, and no unknown token in the vocabulary)."""
+    try:
+        return [token.id for token in hf.model.tokenize(word)]
+    except Exception as refused:  # tokenizers raises a plain Exception
+        assert "Missing [UNK] token" in str(refused)
+        return None
+
+
+def check_wordlevel(hf, model, text):
+    """Each word's HF id from the reference, or UnknownTokenError where HF refuses the word; the jit kernel
+    gives the ids of all words at once, or the same error."""
+    words = hf_words(hf, text)
+    expected = [hf_word_ids(hf, word) for word in words]
+    for word, ids in zip(words, expected):
+        if ids is None:
+            with pytest.raises(UnknownTokenError, match="not in the vocabulary"):
+                model.encode_word(word)
+        else:
+            assert model.encode_word(word) == ids
+    if None in expected:
+        with pytest.raises(UnknownTokenError, match="not in the vocabulary"):
+            wordlevel_encode_words(model, *as_data(words))
+    else:
+        assert wordlevel_encode_words(model, *as_data(words))[0].tolist() == [i for ids in expected for i in ids]
+
+
+def test_wordlevel_matches_hf_on_corpora(wordlevel):
+    hf, model = wordlevel
+    text = sample_text()
+    if model.unk_id is None:  # a text with an unknown word fails as a whole: its known words line by line
+        for line in text.splitlines()[:300]:
+            check_wordlevel(hf, model, line)
+    else:
+        check_wordlevel(hf, model, text)
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=tokenizer_text)
+def test_wordlevel_matches_hf_on_generated_text(wordlevel, text):
+    check_wordlevel(*wordlevel, text + " the [UNK] zzzq")  # a known word, the unknown token's text, an unknown word
+
+
+def test_wordlevel_unknown_token_may_be_missing_until_a_word_needs_it():
+    """HF loads a vocabulary without its unk_token and fails only on an unknown word; an empty word has no id."""
+    model = WordLevelModel({"a": 0, "b": 1}, unk_token="[UNK]")
+    assert model.encode_word("a") == [0] and model.encode_word("") == [] and model.unk_id is None
+    data, ends = as_data(["b", "", "a", "b"])
+    ids, counts = wordlevel_encode_words(model, data, ends)
+    assert ids.tolist() == [1, 0, 1] and counts.tolist() == [1, 0, 1, 1]
+    for encode in (lambda: model.encode_word("c"), lambda: wordlevel_encode_words(model, *as_data(["a", "c"]))):
+        with pytest.raises(UnknownTokenError, match="'c' is not in the vocabulary and neither is its unk_token"):
+            encode()
+    assert WordLevelModel({"a": 0, "<unk>": 1}).encode_word("c") == [1]  # HF's default unk_token
+
+
+def check_wordlevel_file(hf, path, texts):
+    """``crayon.load`` of a WordLevel tokenizer.json on both engines: HF's ids (one text, a batch), decode,
+    offsets; a text with a word HF refuses raises UnknownTokenError."""
+    expected = {}
+    for text in texts:
+        try:
+            expected[text] = hf.encode(text, add_special_tokens=False)
+        except Exception as refused:
+            assert "Missing [UNK] token" in str(refused)
+    known = list(expected)
+    for backend in ("reference", "jit"):
+        tok = crayon.load(path, backend=backend)
+        assert isinstance(tok.model, WordLevelModel) and tok.backend == backend
+        assert tok.encode_batch(known, allowed_special="all") == [expected[text].ids for text in known]
+        for text in known[:100]:
+            ids = tok.encode(text, allowed_special="all")
+            assert ids == expected[text].ids
+            assert tok.decode(ids) == hf.decode(ids, skip_special_tokens=False)
+            assert tok.encode_with_offsets(text, allowed_special="all") == (ids, expected[text].offsets)
+        for text in set(texts) - set(known):
+            with pytest.raises(UnknownTokenError, match="not in the vocabulary"):
+                tok.encode(text)
+            with pytest.raises(UnknownTokenError, match="not in the vocabulary"):
+                tok.encode_batch(known[:3] + [text])
+
+
+def wordlevel_texts() -> list[str]:
+    return [line for line in sample_text().splitlines() if line][:300] + ["[SEP] the [SEP]", "zzzq the", ""]
+
+
+def test_wordlevel_tokenizer_json_loads_with_hf_ids(wordlevel, tmp_path):
+    hf, _ = wordlevel
+    hf.save(str(tmp_path / "tokenizer.json"))
+    check_wordlevel_file(hf, tmp_path / "tokenizer.json", wordlevel_texts())
+
+
+def test_wordlevel_cartridge_and_exported_file_keep_the_ids(wordlevel, tmp_path):
+    """A cartridge reopens with the same ids and decode (HF's null decoder: tokens joined with spaces); the
+    tokenizer.json Crayon exports loads in HF with the same ids and decode."""
+    hf, _ = wordlevel
+    hf.save(str(tmp_path / "tokenizer.json"))
+    tok = crayon.load(tmp_path / "tokenizer.json")
+    reopened = crayon.load(tok.save(tmp_path / "wordlevel.crayon"))
+    assert isinstance(reopened.model, WordLevelModel)
+    tok.export(tmp_path / "exported.json", format="hf")
+    exported = tokenizers.Tokenizer.from_file(str(tmp_path / "exported.json"))
+    assert json.loads(exported.to_str())["model"] == json.loads(hf.to_str())["model"]
+    check_wordlevel_file(exported, tmp_path / "exported.json", wordlevel_texts())
+    check_wordlevel_file(hf, tmp_path / "wordlevel.crayon", wordlevel_texts())
+
+
+def test_wordlevel_export_without_a_decoder_or_with_a_pattern_decodes_and_splits_as_crayon(tmp_path):
+    """A hand-built WordLevel tokenizer: its pattern becomes HF's Split (no ByteLevel: the words are text) and its
+    plain decode (the tokens' text joined) HF's Fuse decoder; an added token HF would renumber is refused."""
+    words = ["hello", "world", ",", "<unk>", "héllo", " "]
+    tok = crayon.Tokenizer("words", WordLevelModel({word: i for i, word in enumerate(words)}), pattern=r"[^\s,]+|,|\s+",
+                           special_tokens={"<|end|>": 6}, backend="jit")
+    tok.export(tmp_path / "words.json", format="hf")
+    hf = tokenizers.Tokenizer.from_file(str(tmp_path / "words.json"))
+    text = "hello, wörld héllo<|end|>world"
+    ids = tok.encode(text, allowed_special="all")
+    assert ids == hf.encode(text, add_special_tokens=False).ids == [0, 2, 5, 3, 5, 4, 6, 1]
+    assert tok.decode(ids) == hf.decode(ids, skip_special_tokens=False) == "hello, <unk> héllo<|end|>world"
+    with pytest.raises(ValueError, match="WordLevelModel, which a .tiktoken file cannot express"):
+        tok.export(tmp_path / "words.tiktoken")
+    renumbered = crayon.Tokenizer("words", tok.model, pattern=tok.pattern, special_tokens={"<|end|>": 9})
+    with pytest.raises(UnsupportedComponentError, match="ids HF would not give them"):
+        renumbered.export(tmp_path / "renumbered.json", format="hf")
+
+
 spm = pytest.importorskip("sentencepiece")
 
 
@@ -277,6 +440,17 @@ def test_wordpiece_tokenizer_json_loads_with_hf_ids(wordpiece, tmp_path):
     check_loaded(tmp_path / "tokenizer.json", lambda text: hf.encode(text, add_special_tokens=False).ids, texts)
 
 
+def test_cartridge_keeps_hfs_null_decoder(wordpiece, tmp_path):
+    """A file without a decoder decodes as HF's decode does then (the token strings joined with spaces), and so
+    does its cartridge."""
+    hf, _ = wordpiece
+    hf.save(str(tmp_path / "tokenizer.json"))
+    tok = crayon.load(tmp_path / "tokenizer.json")
+    reopened = crayon.load(tok.save(tmp_path / "wordpiece.crayon"))
+    ids = hf.encode(sample_text()[:5000], add_special_tokens=False).ids
+    assert reopened.decode(ids) == tok.decode(ids) == hf.decode(ids, skip_special_tokens=False)
+
+
 def test_unigram_tokenizer_json_loads_with_hf_ids(unigram, tmp_path):
     check_hf_file(unigram[0], tmp_path)
 
@@ -366,23 +540,29 @@ def test_sentencepiece_tokens_decode_to_the_text_and_are_not_saved(sentencepiece
 
 @pytest.mark.parametrize("small_cache", [False, True], ids=["cache", "full_cache"])
 def test_repeated_spans_get_their_own_ids_and_counts(wordpiece, unigram, char_bpe, small_cache, monkeypatch):
-    """The kernels' word cache (``crayon.jit.word_cache``) answers repeated spans (known, unknown, byte
-    fallback, longer than it caches) with the ids and per-span counts of the reference; a cache that fills up
-    takes no more spans and changes nothing."""
+    """The kernels' caches (``crayon.jit.word_cache``: the thread's piece cache and the per-call word cache)
+    answer repeated spans (known, unknown, byte fallback, longer than they cache) with the ids and per-span counts
+    of the reference, in one call and in a later call that finds them in the piece cache; a word cache that fills
+    up and a piece cache of one bucket change nothing."""
     if small_cache:
         monkeypatch.setattr("crayon.jit.word_cache.MAX_SLOTS", 16)
     words = sample_text().split()[:300]
     pieces = (words + ["\U0001F600\U0001F600", "x" * 80, "zq\u0416"] + words[::-1] + ["x" * 80, "\U0001F600\U0001F600"]
               + [f"{word}{i}" for i, word in enumerate(words[:40])])
     data, ends = as_data(pieces)
-    for model in (wordpiece[1], unigram[1], char_bpe[1]):
+    for model in (wordpiece[1], unigram[1], char_bpe[1], trained_wordlevel("whitespace-lowercase")[1]):
         expected = [model.encode_span(piece.encode("utf-8")) for piece in pieces]
         if isinstance(model, WordPieceModel):
             ids, counts = encode_words(model, data, ends)
-        elif isinstance(model, UnigramModel):
-            ids, counts = encode_spans(model, data, ends)
+        elif isinstance(model, WordLevelModel):
+            ids, counts = wordlevel_encode_words(model, data, ends)
         else:
-            ids, counts = char_bpe_encode_spans(CharBytePairTables(model), data, ends)
+            encode = (functools.partial(encode_spans, model) if isinstance(model, UnigramModel)
+                      else functools.partial(char_bpe_encode_spans, CharBytePairTables(model)))
+            piece_cache = new_piece_cache(1 if small_cache else 1024)
+            ids, counts = encode(data, ends, piece_cache)
+            again_ids, again_counts = encode(data, ends, piece_cache)  # now from the piece cache where it fits
+            assert (again_ids.tolist(), again_counts.tolist()) == (ids.tolist(), counts.tolist())
         assert ids.tolist() == [i for span_ids in expected for i in span_ids]
         assert counts.tolist() == [len(span_ids) for span_ids in expected]
 

@@ -1,6 +1,6 @@
-"""Read and write HF tokenizers' ``tokenizer.json`` files of byte-level BPE models; read those of models over
-characters (WordPiece, Unigram, BPE without ByteLevel such as Llama 2's, with byte fallback: see
-``_vocab_model_spec``).
+"""Read and write HF tokenizers' ``tokenizer.json`` files of byte-level BPE and WordLevel models; read those of
+the other models over characters (WordPiece, Unigram, BPE without ByteLevel such as Llama 2's, with byte
+fallback: see ``_vocab_model_spec``).
 
 Reading gives a ``TokenizerSpec``; the Tokenizer built from it (``crayon.load``, ``Tokenizer.from_spec``) gives
 with ``encode(text, allowed_special="all")`` the ids of HF's ``encode(text, add_special_tokens=False)``:
@@ -23,10 +23,10 @@ with ``encode(text, allowed_special="all")`` the ids of HF's ``encode(text, add_
   leaves ``decode`` the tokens' bytes as text. Truncation and fixed-length padding change ids and are
   refused.
 
-Saving writes a file HF loads and encodes to the same ids. A tiktoken-style vocabulary (ranks, no merges)
-becomes a Split pre-tokenizer with its pattern (tiktoken's ``findall``: matches kept, the rest dropped),
-ByteLevel without regex, ``ignore_merges`` (tiktoken's whole-span lookup) and the merges derived from the
-ranks by ``merges_from_ranks``.
+Saving writes a file HF loads and encodes to the same ids, of a byte-level BPE or a WordLevel model (its
+vocabulary and unknown token). A pattern becomes a Split pre-tokenizer (tiktoken's ``findall``: matches kept, the
+rest dropped), followed for BPE by ByteLevel without regex; a tiktoken-style vocabulary (ranks, no merges) gets
+``ignore_merges`` (tiktoken's whole-span lookup) and the merges derived from the ranks by ``merges_from_ranks``.
 """
 
 from __future__ import annotations
@@ -58,11 +58,13 @@ from crayon.reference.added_tokens import PLAIN, AddedTokenOptions
 from crayon.reference.char_bpe import CharBytePairModel
 from crayon.reference.pretokenize import PatternSpanner
 from crayon.reference.unigram import UnigramModel
+from crayon.reference.wordlevel import WordLevelModel
 from crayon.reference.wordpiece import WordPieceModel
 
 __all__ = ["read_hf_tokenizer", "spec_from_hf", "pipeline_from_hf", "pipeline_to_hf", "save_hf_tokenizer", "tokenizer_to_hf",
            "merges_from_ranks"]
 
+MODEL_TYPES = ("BPE", "WordPiece", "WordLevel", "Unigram")
 _BYTE_LEVEL_DECODER = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
 
 
@@ -83,13 +85,13 @@ def read_hf_tokenizer(path: str | os.PathLike) -> TokenizerSpec:
 
 def spec_from_hf(config: dict, *, name: str = "tokenizer") -> TokenizerSpec:
     """The spec of the parsed JSON object of a ``tokenizer.json``; the model type is checked first, since an
-    unsupported model (WordLevel) is the cause of whatever else does not fit."""
+    unknown model is the cause of whatever else does not fit."""
     if not isinstance(config, dict) or not isinstance(config.get("model"), dict):
         raise FormatError("a tokenizer.json is a JSON object with a \"model\" object")
     model_spec = config["model"]
     kind = model_spec.get("type", "BPE" if "merges" in model_spec else None)
-    if kind not in ("BPE", "WordPiece", "Unigram"):
-        raise UnsupportedComponentError(f"model {kind!r} is not supported (BPE, WordPiece, Unigram)")
+    if kind not in MODEL_TYPES:
+        raise UnsupportedComponentError(f"model {kind!r} is not supported ({', '.join(MODEL_TYPES)})")
     _check_encoding_options(config)
     post_processor = post_processor_from_hf(config.get("post_processor"))
     decoder = decoder_from_hf(config.get("decoder"))
@@ -160,16 +162,22 @@ def _decodes_as_bytes(decoder: Decoder, added: list[str], options: dict[str, Add
 
 def _vocab_model_spec(config: dict, model_spec: dict, name: str, normalizer: Normalizer | None,
                       pretokenizer: HFPreTokenizer) -> TokenizerSpec:
-    """A WordPiece, Unigram or BPE model over characters (``crayon.reference.wordpiece``, ``.unigram``,
-    ``.char_bpe``)."""
+    """A WordPiece, WordLevel, Unigram or BPE model over characters (``crayon.reference.wordpiece``,
+    ``.wordlevel``, ``.unigram``, ``.char_bpe``)."""
     if pretokenizer.output_is_byte_chars:
-        raise UnsupportedComponentError("ByteLevel with a model over characters (WordPiece, Unigram)")
+        raise UnsupportedComponentError("ByteLevel with a model over characters (WordPiece, WordLevel, Unigram)")
     kind = model_spec.get("type", "BPE" if "merges" in model_spec else None)
     if kind == "WordPiece":
         vocab = model_spec.get("vocab") or {}
         model = WordPieceModel(vocab, unk_token=model_spec.get("unk_token", "[UNK]"),
                                continuing_subword_prefix=model_spec.get("continuing_subword_prefix", "##"),
                                max_input_chars_per_word=model_spec.get("max_input_chars_per_word", 100))
+    elif kind == "WordLevel":
+        missing = [field for field in ("vocab", "unk_token") if field not in model_spec]
+        if missing:
+            raise FormatError(f"the WordLevel model lacks {missing[0]!r} (HF refuses the file)")
+        vocab = _token_ids(model_spec)
+        model = WordLevelModel(vocab, unk_token=model_spec["unk_token"])
     elif kind == "BPE":
         vocab = model_spec.get("vocab") or {}
         model = _char_bpe_model(model_spec, vocab)
@@ -179,7 +187,7 @@ def _vocab_model_spec(config: dict, model_spec: dict, name: str, normalizer: Nor
         model = UnigramModel(pieces, unk_id=model_spec.get("unk_id"),
                              byte_fallback=model_spec.get("byte_fallback", False))
     else:
-        raise UnsupportedComponentError(f"model {kind!r} is not supported (BPE, WordPiece, Unigram)")
+        raise UnsupportedComponentError(f"model {kind!r} is not supported ({', '.join(MODEL_TYPES)})")
     special_tokens, added_tokens, options = _added_tokens(config.get("added_tokens") or [], vocab)
     return TokenizerSpec(name, model, pattern=None, special_tokens=special_tokens, added_tokens=added_tokens,
                          normalizer=normalizer, pretokenizer=pretokenizer, added_token_options=options)
@@ -218,9 +226,11 @@ def pipeline_from_hf(config: dict, *, byte_level: bool | None = True) -> tuple[N
     return normalizer, pretokenizer
 
 
-def pipeline_to_hf(normalizer: Normalizer | None, pretokenizer) -> dict:
-    """The "normalizer" and "pre_tokenizer" entries of a ``tokenizer.json`` object."""
-    return {"normalizer": _normalizer_to_hf(normalizer), "pre_tokenizer": _pretokenizer_to_hf(pretokenizer)}
+def pipeline_to_hf(normalizer: Normalizer | None, pretokenizer, *, byte_level: bool = True) -> dict:
+    """The "normalizer" and "pre_tokenizer" entries of a ``tokenizer.json`` object; ``byte_level``: whether the
+    model's tokens are in GPT-2's byte-level characters (a pattern is then followed by ByteLevel)."""
+    return {"normalizer": _normalizer_to_hf(normalizer),
+            "pre_tokenizer": _pretokenizer_to_hf(pretokenizer, byte_level=byte_level)}
 
 
 # --- checks ------------------------------------------------------------------------------------------------
@@ -249,9 +259,7 @@ def _check_bpe_model(spec: dict) -> dict[str, int]:
             raise UnsupportedComponentError(f"BPE {option}={spec[option]!r}")
     if spec.get("byte_fallback"):
         raise UnsupportedComponentError("BPE byte_fallback")
-    vocab = spec.get("vocab") or {}
-    if not isinstance(vocab, dict) or not all(isinstance(i, int) for i in vocab.values()):
-        raise FormatError("model.vocab must be an object of token -> integer id")
+    vocab = _token_ids(spec)
     if len(set(vocab.values())) != len(vocab):
         raise ValueError("model.vocab gives two tokens the same id")
     missing_bytes = [byte for byte in range(256) if to_byte_chars(bytes([byte])) not in vocab]
@@ -259,6 +267,14 @@ def _check_bpe_model(spec: dict) -> dict[str, int]:
         raise UnsupportedComponentError(
             f"BPE unk_token {spec['unk_token']!r} with {len(missing_bytes)} bytes missing from the vocabulary"
         )
+    return vocab
+
+
+def _token_ids(spec: dict) -> dict[str, int]:
+    """A model's "vocab" object (token -> id), checked."""
+    vocab = spec.get("vocab") or {}
+    if not isinstance(vocab, dict) or not all(isinstance(i, int) for i in vocab.values()):
+        raise FormatError("model.vocab must be an object of token -> integer id")
     return vocab
 
 
@@ -330,29 +346,20 @@ def save_hf_tokenizer(tokenizer: TokenizerSpec, path: str | os.PathLike) -> None
 
 
 def tokenizer_to_hf(tokenizer: TokenizerSpec) -> dict:
-    """The ``tokenizer.json`` object of a spec or a ``crayon.Tokenizer`` of a byte-level BPE model."""
+    """The ``tokenizer.json`` object of a spec or a ``crayon.Tokenizer`` of a byte-level BPE or WordLevel model."""
     model = tokenizer.model
+    added_tokens = _added_tokens_to_hf(tokenizer)
+    if isinstance(model, WordLevelModel):
+        return _wordlevel_to_hf(tokenizer, added_tokens)
     if not isinstance(model, BytePairModel):
-        raise UnsupportedComponentError(f"writing a {type(model).__name__} as a tokenizer.json (only byte-level BPE)")
+        raise UnsupportedComponentError(
+            f"writing a {type(model).__name__} as a tokenizer.json (only byte-level BPE and WordLevel)")
     vocab = {to_byte_chars(token): token_id for token, token_id in model.ranks.items()}
     merges = model.merges if model.merges is not None else merges_from_ranks(model.ranks)
-    added_tokens = []
-    for content, token_id, special in [
-        *((content, token_id, True) for content, token_id in tokenizer.special_tokens.items()),
-        *((content, token_id, False) for content, token_id in tokenizer.added_tokens.items()),
-    ]:
-        _put_added_token_in_vocab(content, token_id, vocab)
-        added_tokens.append({"id": token_id, "content": content,
-                             **tokenizer.added_token_options.get(content, PLAIN).to_hf(),
-                             "special": special})
-    added_tokens.sort(key=lambda token: token["id"])
+    for token in added_tokens:
+        _put_added_token_in_vocab(token["content"], token["id"], vocab)
     return {
-        "version": "1.0",
-        "truncation": None,
-        "padding": None,
-        "added_tokens": added_tokens,
-        **pipeline_to_hf(tokenizer.normalizer, tokenizer.pretokenizer),
-        "post_processor": None if tokenizer.post_processor is None else tokenizer.post_processor.to_hf(),
+        **_framing_to_hf(tokenizer, added_tokens, byte_level=True),
         "decoder": _BYTE_LEVEL_DECODER if tokenizer.decoder is None else tokenizer.decoder.to_hf(),
         "model": {
             "type": "BPE",
@@ -366,6 +373,50 @@ def tokenizer_to_hf(tokenizer: TokenizerSpec) -> dict:
             "vocab": vocab,
             "merges": [f"{to_byte_chars(left)} {to_byte_chars(right)}" for left, right in merges],
         },
+    }
+
+
+def _wordlevel_to_hf(tokenizer: TokenizerSpec, added_tokens: list[dict]) -> dict:
+    """A WordLevel model's ``tokenizer.json`` object: its vocabulary as it is (HF gives an added token the id of
+    the word spelled like it, else the next id after the vocabulary: other ids are refused). Without a decoder,
+    Crayon's ``decode`` joins the tokens' text, as HF's Fuse decoder does (HF's none joins them with spaces)."""
+    model = tokenizer.model
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ids HF would change are refused below
+        special, added, _ = _added_tokens(added_tokens, model.vocab)
+    if (special, added) != (dict(tokenizer.special_tokens), dict(tokenizer.added_tokens)):
+        raise UnsupportedComponentError(
+            "WordLevel added tokens with ids HF would not give them (the id of the word spelled like the token, "
+            "else the next id after the vocabulary)")
+    return {
+        **_framing_to_hf(tokenizer, added_tokens, byte_level=False),
+        "decoder": {"type": "Fuse"} if tokenizer.decoder is None else tokenizer.decoder.to_hf(),
+        "model": {"type": "WordLevel", "vocab": dict(sorted(model.vocab.items(), key=lambda item: item[1])),
+                  "unk_token": model.unk_token},
+    }
+
+
+def _added_tokens_to_hf(tokenizer: TokenizerSpec) -> list[dict]:
+    """The "added_tokens" entries of a tokenizer's special and added tokens, by id."""
+    added_tokens = [
+        {"id": token_id, "content": content, **tokenizer.added_token_options.get(content, PLAIN).to_hf(),
+         "special": special}
+        for tokens, special in ((tokenizer.special_tokens, True), (tokenizer.added_tokens, False))
+        for content, token_id in tokens.items()
+    ]
+    return sorted(added_tokens, key=lambda token: token["id"])
+
+
+def _framing_to_hf(tokenizer: TokenizerSpec, added_tokens: list[dict], *, byte_level: bool) -> dict:
+    """The entries of a ``tokenizer.json`` object other than the model and the decoder (``byte_level``: as
+    ``pipeline_to_hf``'s)."""
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added_tokens,
+        **pipeline_to_hf(tokenizer.normalizer, tokenizer.pretokenizer, byte_level=byte_level),
+        "post_processor": None if tokenizer.post_processor is None else tokenizer.post_processor.to_hf(),
     }
 
 
@@ -389,12 +440,15 @@ def _normalizer_to_hf(normalizer) -> dict | None:
     return normalizer.to_hf()
 
 
-def _pretokenizer_to_hf(pretokenizer) -> dict | None:
+def _pretokenizer_to_hf(pretokenizer, *, byte_level: bool = True) -> dict | None:
+    """The HF pre-tokenizer object; a pattern's is tiktoken's ``findall`` (keep the matches, drop the text
+    between them), then ByteLevel where ``byte_level``."""
     if isinstance(pretokenizer, HFPreTokenizer):
         return pretokenizer.to_hf()
     if isinstance(pretokenizer, PatternSpanner):
-        # tiktoken's findall: keep the matches, drop the text between them
         findall = Split(python_regex_to_hf(pretokenizer.pattern), "removed", invert=True)
+        if not byte_level:
+            return findall.to_hf()
         return PreTokenizerSequence([findall, ByteLevel(add_prefix_space=False, use_regex=False)]).to_hf()
     raise UnsupportedComponentError(f"pre-tokenizer {pretokenizer!r} has no HF form")
 

@@ -1,5 +1,6 @@
-"""The jit engine of the models over characters: WordPiece (``crayon.jit.wordpiece``), Unigram
-(``crayon.jit.unigram``) and BPE over characters (``crayon.jit.char_bpe``), each after the tokenizer's normalizer
+"""The jit engine of the models over characters: WordPiece (``crayon.jit.wordpiece``), WordLevel
+(``crayon.jit.wordlevel``), Unigram (``crayon.jit.unigram``) and BPE over characters (``crayon.jit.char_bpe``),
+each after the tokenizer's normalizer
 and its pre-tokenizer (compiled by ``crayon.jit.regex_vm`` where it can be, else in Python with a one-time
 warning). Same ids as the reference."""
 
@@ -19,22 +20,25 @@ from crayon.jit.id_lists import id_list, id_list_kernel, id_lists, id_lists_kern
 from crayon.jit.regex_vm import compiled_splits_of, kept_text, normalized_texts
 from crayon.jit.unigram import encode_spans as unigram_encode_spans
 from crayon.jit.whitespace_normalizer import normalize_utf8
+from crayon.jit.wordlevel import encode_words as wordlevel_encode_words
 from crayon.jit.wordpiece import encode_words
 from crayon.reference.cache import DEFAULT_BUCKETS
 from crayon.reference.char_bpe import CharBytePairModel
 from crayon.reference.unigram import UnigramModel
+from crayon.reference.wordlevel import WordLevelModel
 from crayon.reference.wordpiece import WordPieceModel
 
 
 class VocabModelEngine:
-    """Encodes ordinary text of a WordPiece, Unigram or character-BPE tokenizer with Numba kernels."""
+    """Encodes ordinary text of a WordPiece, WordLevel, Unigram or character-BPE tokenizer with Numba kernels."""
 
     name = "jit"
     capabilities = frozenset({"threads", "compiled"})
 
     def __init__(self, tokenizer):
-        if not issubclass(tokenizer.model_class, (WordPieceModel, UnigramModel, CharBytePairModel)):
-            raise TypeError(f"not a WordPiece, Unigram or character BPE model: {tokenizer.model_class.__name__}")
+        if not issubclass(tokenizer.model_class, (WordPieceModel, WordLevelModel, UnigramModel, CharBytePairModel)):
+            raise TypeError(f"not a WordPiece, WordLevel, Unigram or character BPE model: "
+                            f"{tokenizer.model_class.__name__}")
         self._tokenizer = tokenizer  # its model is built on first use (a cartridge's, when opened)
         self._local = threading.local()
         self._normalizer = tokenizer.normalizer
@@ -58,6 +62,8 @@ class VocabModelEngine:
         model = self.model
         if isinstance(model, WordPieceModel):
             return lambda data, ends, pieces: encode_words(model, data, ends)
+        if isinstance(model, WordLevelModel):
+            return lambda data, ends, pieces: wordlevel_encode_words(model, data, ends)
         if isinstance(model, UnigramModel):
             return functools.partial(unigram_encode_spans, model)
         return functools.partial(char_bpe_encode_spans, CharBytePairTables(model))

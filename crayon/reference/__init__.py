@@ -14,8 +14,8 @@ Nothing here imports the layers above it (``crayon.jit``, ``crayon.gpu``, ``cray
    model.
 8. ``train`` - learning merges from a corpus.
 9. ``regex_vm`` - any pre-tokenization regex compiled to tables and a backtracking matcher (the jit twin's spec).
-10. ``wordpiece``, ``unigram``, ``char_bpe`` - the models over characters: WordPiece, Unigram, SentencePiece-style
-    BPE.
+10. ``wordpiece``, ``wordlevel``, ``unigram``, ``char_bpe`` - the models over characters: WordPiece, WordLevel
+    (a word is a token), Unigram, SentencePiece-style BPE.
 11. ``alignments`` - text whose characters remember their original spans (HF's alignments): the character
     offsets of tokens through normalizers and pre-tokenizers (each model's ``token_spans``).
 
