@@ -25,7 +25,7 @@ from crayon.jit.char_bpe import CharBytePairTables
 from crayon.jit.char_bpe import encode_spans as char_bpe_encode_spans
 from crayon.errors import CartridgeError
 from crayon.jit.id_lists import id_lists, id_lists_kernel, shared_ids
-from crayon.jit.unigram import encode_spans
+from crayon.jit.unigram import UnigramTables, encode_spans
 from crayon.jit.whitespace_normalizer import normalize_utf8
 from crayon.jit.wordlevel import encode_words as wordlevel_encode_words
 from crayon.jit.wordpiece import encode_words
@@ -117,7 +117,7 @@ def check_unigram(hf, model, text):
         if ids != expected:
             scores = [math.fsum(float(model.scores[i]) for i in split) for split in (ids, expected)]
             assert math.isclose(*scores, rel_tol=1e-12, abs_tol=0.0), (piece, ids, expected, scores)
-    assert encode_spans(model, *as_data(pieces))[0].tolist() == [i for ids in ours for i in ids]
+    assert encode_spans(UnigramTables(model), *as_data(pieces))[0].tolist() == [i for ids in ours for i in ids]
 
 
 def test_unigram_matches_hf_on_corpora(unigram):
@@ -363,7 +363,7 @@ def jit_ids(model, data, ends) -> list[int]:
         if id(model) not in CHAR_BPE_TABLES:
             CHAR_BPE_TABLES[id(model)] = (model, CharBytePairTables(model))  # the model kept alive with its id
         return char_bpe_encode_spans(CHAR_BPE_TABLES[id(model)][1], data, ends)[0].tolist()
-    return encode_spans(model, data, ends)[0].tolist()
+    return encode_spans(UnigramTables(model), data, ends)[0].tolist()
 
 
 def check_sentencepiece(processor, file, model, lines):
@@ -557,7 +557,7 @@ def test_repeated_spans_get_their_own_ids_and_counts(wordpiece, unigram, char_bp
         elif isinstance(model, WordLevelModel):
             ids, counts = wordlevel_encode_words(model, data, ends)
         else:
-            encode = (functools.partial(encode_spans, model) if isinstance(model, UnigramModel)
+            encode = (functools.partial(encode_spans, UnigramTables(model)) if isinstance(model, UnigramModel)
                       else functools.partial(char_bpe_encode_spans, CharBytePairTables(model)))
             piece_cache = new_piece_cache(1 if small_cache else 1024)
             ids, counts = encode(data, ends, piece_cache)

@@ -30,7 +30,7 @@ from crayon.errors import CartridgeError
 from crayon.jit import aot
 from crayon.jit.bpe import FIBONACCI, NO_MERGE, U32, merge_loop, pair_merge, write_byte_tokens
 from crayon.jit.cache import zeroed_table
-from crayon.jit.dat import compile_dat
+from crayon.jit.dat import compile_dat, interleave_dat
 from crayon.jit.lazy import njit
 from crayon.jit.status import CORRUPT_TABLES, UNKNOWN_BYTE
 
@@ -60,14 +60,6 @@ def canonical_splits(byte_tokens, pair_table, token_offsets, token_bytes, rows):
             if count == 1 and parts[0] == token:
                 rows[token, SPLIT_LEFT], rows[token, SPLIT_RIGHT] = left, right
                 rows[token, FORMED_AT] = merge >> 32
-
-
-def interleave_dat(base: np.ndarray, check: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """The DAT as int32[n, 4] rows ``(base, check, value, 0)``: a step of the walk reads one 16-byte row, not
-    three arrays (on the cold path of a rare word, a third of the cache misses)."""
-    rows = np.zeros((len(base), 4), np.int32)
-    rows[:, 0], rows[:, 1], rows[:, 2] = base, check, values
-    return rows
 
 
 def prefix_states(dat_rows: np.ndarray) -> np.ndarray:

@@ -254,6 +254,14 @@ def check_dat_arrays(base: np.ndarray, check: np.ndarray, values: np.ndarray) ->
         raise ValueError("DAT arrays must be int32")
 
 
+def interleave_dat(base: np.ndarray, check: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The DAT as int32[n, 4] rows ``(base, check, value, 0)``: a step of the walk reads one 16-byte row, not
+    three arrays (on the cold path of a rare word, a third of the cache misses)."""
+    rows = np.zeros((len(base), 4), np.int32)
+    rows[:, 0], rows[:, 1], rows[:, 2] = base, check, values
+    return rows
+
+
 @njit(cache=True, inline="always")
 def transition(base, check, state, byte):
     """The state reached from ``state`` on ``byte``, or -1; ``state`` must be a valid index (the root or a

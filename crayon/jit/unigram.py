@@ -6,7 +6,7 @@ import numpy as np
 
 from crayon.errors import UnsupportedComponentError
 from crayon.jit.cache import SMALL_CACHE_BUCKETS, new_piece_cache
-from crayon.jit.dat import lookup, transition
+from crayon.jit.dat import interleave_dat, lookup
 from crayon.jit.lazy import njit
 from crayon.jit.word_cache import find_cached, new_word_cache, remember
 from crayon.reference.unigram import UnigramModel
@@ -39,11 +39,12 @@ def _emit_unknown(data, start, end, dat, byte_ids, unk_id, out, n):
 
 
 @njit(cache=True, nogil=True)
-def encode_spans_kernel(data, span_ends, dat, scores, unk_score, unk_id, fuse_unk, byte_ids, pieces, cache, out, counts):
+def encode_spans_kernel(data, span_ends, dat, dat_rows, scores, unk_score, unk_id, fuse_unk, byte_ids, pieces, cache, out,
+                        counts):
     """Encode the spans data[span_ends[i - 1]:span_ends[i]] (from 0) into ``out`` (room for one id per byte);
-    returns the number of ids and writes each span's into ``counts``. ``byte_ids[0] == -2`` means no byte
-    fallback; ``pieces`` and ``cache`` are ``crayon.jit.word_cache``'s."""
-    base, check, values = dat
+    returns the number of ids and writes each span's into ``counts``. ``dat_rows`` is ``dat`` interleaved (the
+    common-prefix walks read it); ``byte_ids[0] == -2`` means no byte fallback; ``pieces`` and ``cache`` are
+    ``crayon.jit.word_cache``'s."""
     longest = 0
     start = 0
     for end in span_ends:
@@ -73,10 +74,11 @@ def encode_spans_kernel(data, span_ends, dat, scores, unk_score, unk_id, fuse_un
             one_char_piece = False
             state = 0
             for position in range(pos, size):
-                state = transition(base, check, state, data[span_start + position])
-                if state < 0:
+                target = np.int64(dat_rows[state, 0]) + np.int64(data[span_start + position])
+                if target < 0 or target >= dat_rows.shape[0] or dat_rows[target, 1] != state:
                     break
-                token_id = values[state]
+                state = target
+                token_id = dat_rows[state, 2]
                 if token_id < 0:
                     continue
                 end = position + 1
@@ -116,17 +118,26 @@ def encode_spans_kernel(data, span_ends, dat, scores, unk_score, unk_id, fuse_un
     return n
 
 
-def encode_spans(model: UnigramModel, data: np.ndarray, span_ends: np.ndarray,
+class UnigramTables:
+    """The arrays the kernel takes for one model: its DAT (also interleaved), scores and byte tokens."""
+
+    def __init__(self, model: UnigramModel):
+        if model.unk_id is None:
+            raise UnsupportedComponentError("the jit Unigram needs an unk_id")
+        self.model = model
+        self.dat_rows = interleave_dat(*model.dat)
+        self.byte_ids = model.byte_ids if model.byte_fallback else np.full(256, -2, np.int64)
+
+
+def encode_spans(tables: UnigramTables, data: np.ndarray, span_ends: np.ndarray,
                  pieces: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(ids (int64), the number of ids of each span) of the spans of UTF-8 ``data`` ending at ``span_ends``, as
-    ``model.encode_span`` gives them; ``pieces``: the piece cache to use (default: a new small one)."""
-    if model.unk_id is None:
-        raise UnsupportedComponentError("the jit Unigram needs an unk_id")
+    the model's ``encode_span`` gives them; ``pieces``: the piece cache to use (default: a new small one)."""
+    model = tables.model
     out = np.empty(len(data) + 1, np.int64)
     counts = np.empty(len(span_ends), np.int64)
-    byte_ids = model.byte_ids if model.byte_fallback else np.full(256, -2, np.int64)
-    count = encode_spans_kernel(data, span_ends.astype(np.int64), model.dat, model.scores, model.unk_score,
-                                model.unk_id, model.fuse_unk, byte_ids,
+    count = encode_spans_kernel(data, span_ends.astype(np.int64), model.dat, tables.dat_rows, model.scores,
+                                model.unk_score, model.unk_id, model.fuse_unk, tables.byte_ids,
                                 new_piece_cache(SMALL_CACHE_BUCKETS) if pieces is None else pieces,
                                 new_word_cache(len(span_ends)), out, counts)
     return out[:count], counts

@@ -18,6 +18,7 @@ from crayon.jit.char_bpe import encode_spans as char_bpe_encode_spans
 from crayon.jit.cores import available_cores, worker_map
 from crayon.jit.id_lists import id_list, id_list_kernel, id_lists, id_lists_kernel, shared_ids
 from crayon.jit.regex_vm import compiled_splits_of, kept_text, normalized_texts
+from crayon.jit.unigram import UnigramTables
 from crayon.jit.unigram import encode_spans as unigram_encode_spans
 from crayon.jit.whitespace_normalizer import normalize_utf8
 from crayon.jit.wordlevel import encode_words as wordlevel_encode_words
@@ -65,7 +66,7 @@ class VocabModelEngine:
         if isinstance(model, WordLevelModel):
             return lambda data, ends, pieces: wordlevel_encode_words(model, data, ends)
         if isinstance(model, UnigramModel):
-            return functools.partial(unigram_encode_spans, model)
+            return functools.partial(unigram_encode_spans, UnigramTables(model))
         return functools.partial(char_bpe_encode_spans, CharBytePairTables(model))
 
     def _piece_cache(self, text_bytes: int) -> np.ndarray:
