@@ -23,6 +23,7 @@ import numpy as np
 import regex
 
 from crayon.errors import UnsupportedComponentError
+from crayon.formats.character_table import CharacterTable
 from crayon.formats.hf_pretokenize import (
     as_byte_chars,
     compile_hf_regex,
@@ -103,6 +104,7 @@ class Normalizer:
     maps_to_byte_chars = False  # True when the output is GPT-2 byte-level text
     # a character the normalizer keeps, normalizing the text on each side of it as that text alone; None: none
     batch_separator: str | None = None
+    per_character = False  # whether it rewrites each character on its own (see ``character_table``)
 
     def __call__(self, text: str) -> str:
         raise NotImplementedError
@@ -121,6 +123,11 @@ class Normalizer:
             if joined.count(separator) == len(texts) - 1:
                 return self(joined).split(separator)
         return [self(text) for text in texts]
+
+    def character_table(self) -> CharacterTable | None:
+        """What the normalizer makes of each character alone, where it rewrites text character by character
+        (``crayon.formats.character_table``; built on each call, in a fraction of a second); None where not."""
+        return CharacterTable.of(self, self.batch_separator) if self.per_character else None
 
     def to_hf(self) -> dict:
         raise NotImplementedError
@@ -283,6 +290,7 @@ class Lowercase(Normalizer):
     """HF ``Lowercase``: each character's full lowercase mapping, with no context (so no final sigma)."""
 
     batch_separator = BATCH_SEPARATOR
+    per_character = True
 
     def __call__(self, text: str) -> str:
         # str.lower is per character except for the final sigma rule of capital sigma, which HF lowers to σ
@@ -336,6 +344,7 @@ class StripAccents(Normalizer):
     """HF ``StripAccents``: remove every combining mark (category M, by HF's Unicode 9.0 tables)."""
 
     batch_separator = BATCH_SEPARATOR
+    per_character = True
 
     def __call__(self, text: str) -> str:
         if text.isascii():
@@ -408,6 +417,17 @@ def _bert_marks_mask() -> np.ndarray:
     return code_point_mask(bool, _BERT_MN.pattern)
 
 
+@functools.lru_cache(maxsize=1)
+def _decomposes_to_kept_reordered_marks() -> np.ndarray:
+    """The characters whose decomposition holds a mark that NFD reorders (a nonzero combining class, by HF's
+    tables; every such character is a mark) and strip_accents keeps. NFD sorts each run of such marks: where
+    strip_accents removes every mark of the run, as it removes nearly all, the order is lost with them and each
+    character's text is that of the character alone; a text holding one of these characters is taken whole."""
+    marks = _bert_marks_mask()
+    kept = code_point_mask(lambda char: _hf_combining_class(char) != 0 and not marks[ord(char)], r"\p{M}")
+    return CharacterTable.of(_NFD, _NFD.batch_separator).any_output(kept)
+
+
 class BertNormalizer(Normalizer):
     """HF ``BertNormalizer``: ``clean_text`` removes control characters (and U+0000, U+FFFD) and turns other
     white space into a space, ``handle_chinese_chars`` puts a space on each side of a CJK ideograph,
@@ -417,6 +437,7 @@ class BertNormalizer(Normalizer):
     # a noncharacter (unassigned, a starter, no mark, not white space or a control): each step keeps it and works
     # character by character (NUL, a control, clean_text removes)
     batch_separator = "\ufdd0"
+    per_character = True
 
     def __init__(self, clean_text: bool = True, handle_chinese_chars: bool = True, strip_accents: bool | None = None,
                  lowercase: bool = True):
@@ -452,6 +473,10 @@ class BertNormalizer(Normalizer):
         if self._strips and not text.text.isascii():
             text = _without_code_points(_NFD.align(text), _bert_marks_mask())
         return _LOWERCASE.align(text) if self.lowercase else text
+
+    def character_table(self) -> CharacterTable:
+        return CharacterTable.of(self, self.batch_separator, _decomposes_to_kept_reordered_marks() if self._strips
+                                 else None)
 
     def to_hf(self) -> dict:
         return {"type": "BertNormalizer", "clean_text": self.clean_text,
@@ -566,6 +591,7 @@ class Nmt(Normalizer):
     """HF ``Nmt``: drop ASCII control characters, turn other space-like characters into a space."""
 
     batch_separator = BATCH_SEPARATOR
+    per_character = True
 
     def __call__(self, text: str) -> str:
         return _NMT_TO_SPACE.sub(" ", _NMT_REMOVED.sub("", text))
@@ -621,6 +647,7 @@ class NormalizerSequence(Normalizer):
         if byte_level_steps > 1:
             raise UnsupportedComponentError("ByteLevel is applied twice")
         self.maps_to_byte_chars = byte_level_steps == 1
+        self.per_character = bool(self.normalizers) and all(step.per_character for step in self.normalizers)
 
     def __call__(self, text: str) -> str:
         for normalizer in self.normalizers:
@@ -636,6 +663,11 @@ class NormalizerSequence(Normalizer):
         for normalizer in self.normalizers:
             texts = normalizer.normalize_batch(texts)
         return list(texts)
+
+    def character_table(self) -> CharacterTable | None:
+        if not self.per_character:
+            return None
+        return functools.reduce(CharacterTable.then, (normalizer.character_table() for normalizer in self.normalizers))
 
     def to_hf(self) -> dict:
         return {"type": "Sequence", "normalizers": [normalizer.to_hf() for normalizer in self.normalizers]}

@@ -15,6 +15,7 @@ import numpy as np
 from crayon.jit.cache import GROW_AFTER_BYTES, SMALL_CACHE_BUCKETS, new_piece_cache
 from crayon.jit.char_bpe import CharBytePairTables
 from crayon.jit.char_bpe import encode_spans as char_bpe_encode_spans
+from crayon.jit.character_normalizer import CharacterNormalizer, character_normalizer_of
 from crayon.jit.cores import available_cores, worker_map
 from crayon.jit.id_lists import id_list, id_list_kernel, id_lists, id_lists_kernel, shared_ids
 from crayon.jit.regex_vm import compiled_splits_of, kept_text, normalized_texts
@@ -48,10 +49,17 @@ class VocabModelEngine:
         splits_add_prefix = self.compiled_splits is not None and self.compiled_splits.add_prefix_space
         self._whitespace_options = None if splits_add_prefix else getattr(tokenizer.normalizer, "whitespace_options",
                                                                           None)
+        # the normalizer runs on the bytes prepare_batch makes where they are the text's own
+        self._normalizes_bytes = self.compiled_splits is not None and not splits_add_prefix
 
     @functools.cached_property
     def model(self):
         return self._tokenizer.model
+
+    @functools.cached_property
+    def character_normalizer(self) -> CharacterNormalizer | None:
+        """The normalizer's jit twin, where it has one and the pre-tokenizer is compiled (built on first use)."""
+        return character_normalizer_of(self._normalizer) if self._normalizes_bytes else None
 
     @functools.cached_property
     def _shared_ids(self) -> tuple[np.ndarray, np.ndarray]:
@@ -89,6 +97,10 @@ class VocabModelEngine:
             return np.frombuffer(b"".join(spans), np.uint8), ends, text_of_span
         if self._whitespace_options is not None:  # SentencePiece's normalization, on the bytes of all texts at once
             data, text_ends = normalize_utf8(*self.compiled_splits.prepare_batch(texts), **self._whitespace_options)
+            data.flags.writeable = False
+        elif self.character_normalizer is not None:  # likewise, a normalizer of each character on its own
+            data, text_ends = self.compiled_splits.prepare_batch(texts)
+            data, text_ends = self.character_normalizer.normalize_utf8(texts, data, text_ends)
             data.flags.writeable = False
         else:
             data, text_ends = self.compiled_splits.prepare_batch(normalized_texts(self._normalizer, texts))

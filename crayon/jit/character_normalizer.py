@@ -1,0 +1,118 @@
+"""A normalizer that rewrites each character on its own (HF's ``BertNormalizer``, ``Lowercase``, ``StripAccents``,
+``Nmt`` and sequences of them), in Numba over the UTF-8 bytes of many texts at once: the twin of the normalizer,
+from its ``character_table`` (``crayon.formats.character_table``, what the normalizer makes of each character
+alone). A text holding a character the table marks ``whole_text`` is normalized by the normalizer itself."""
+
+from __future__ import annotations
+
+import threading
+from typing import Sequence
+
+import numpy as np
+
+from crayon.jit.lazy import njit
+
+UNCHANGED = -1
+WHOLE_TEXT = -2
+
+
+@njit(cache=True, nogil=True)
+def _rewrite_kernel(data, text_ends, rewrites, replacements, out, out_ends, whole_texts):
+    """Write each text's characters rewritten to ``out`` and its end to ``out_ends``: a character's rewrite is
+    ``UNCHANGED``, ``WHOLE_TEXT`` (the text is left empty and its index written to ``whole_texts``) or where its
+    replacement starts in ``replacements`` (a length byte, then the bytes). Returns (bytes written, texts left)."""
+    n = 0
+    whole_count = 0
+    start = 0
+    for text in range(text_ends.shape[0]):
+        end = text_ends[text]
+        text_start = n
+        pos = start
+        while pos < end:
+            code_point = np.int64(data[pos])
+            width = 1
+            if code_point >= 0xF0:
+                code_point, width = code_point & 0x07, 4
+            elif code_point >= 0xE0:
+                code_point, width = code_point & 0x0F, 3
+            elif code_point >= 0x80:
+                code_point, width = code_point & 0x1F, 2
+            for i in range(1, width):
+                code_point = (code_point << 6) | (data[pos + i] & 0x3F)
+            rewrite = rewrites[code_point]
+            if rewrite == UNCHANGED:
+                for i in range(width):
+                    out[n + i] = data[pos + i]
+                n += width
+            elif rewrite == WHOLE_TEXT:
+                break
+            else:
+                length = replacements[rewrite]
+                for i in range(length):
+                    out[n + i] = replacements[rewrite + 1 + i]
+                n += length
+            pos += width
+        if pos < end:
+            n = text_start
+            whole_texts[whole_count] = text
+            whole_count += 1
+        out_ends[text] = n
+        start = end
+    return n, whole_count
+
+
+class CharacterNormalizer:
+    """``normalizer`` (one with a ``character_table``) on the UTF-8 bytes of many texts in one kernel call;
+    ``whole_texts`` counts the texts it handed to the normalizer itself."""
+
+    def __init__(self, normalizer, table):
+        self.normalizer = normalizer
+        changed = np.flatnonzero(~table.unchanged() & ~table.whole_text)
+        data, ends = table.utf8_texts(changed)
+        lengths = np.diff(ends, prepend=0)
+        if len(lengths) and lengths.max() > 0xFF:
+            raise ValueError("a character's replacement is longer than 255 bytes")
+        # each replacement after its length byte
+        self.replacements = np.insert(data, ends - lengths, lengths.astype(np.uint8))
+        self.rewrites = np.full(len(table.whole_text), UNCHANGED, np.int32)
+        self.rewrites[table.whole_text] = WHOLE_TEXT
+        self.rewrites[changed] = ends - lengths + np.arange(len(changed))
+        widths = 1 + (changed >= 0x80).astype(np.int64) + (changed >= 0x800) + (changed >= 0x10000)
+        self.growth = max(1.0, float((lengths / widths).max(initial=0.0)))  # output bytes per input byte, at most
+        self.whole_texts = 0
+        self._lock = threading.Lock()
+
+    def normalize_utf8(self, texts: Sequence[str], data: np.ndarray,
+                       text_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(normalized bytes, their text ends) of ``texts``, whose UTF-8 bytes are data[text_ends[i - 1]:
+        text_ends[i]] (from 0)."""
+        out = np.empty(int(len(data) * self.growth) + 4, np.uint8)
+        out_ends = np.empty(len(text_ends), np.int64)
+        whole_texts = np.empty(len(text_ends), np.int64)
+        n, whole_count = _rewrite_kernel(data, text_ends.astype(np.int64), self.rewrites, self.replacements, out,
+                                         out_ends, whole_texts)
+        if not whole_count:
+            return out[:n], out_ends
+        with self._lock:
+            self.whole_texts += whole_count
+        return self._with_whole_texts(out[:n], out_ends, whole_texts[:whole_count], texts)
+
+    def _with_whole_texts(self, data: np.ndarray, text_ends: np.ndarray, whole_texts: np.ndarray,
+                          texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The bytes with the texts ``whole_texts`` (empty there) normalized by the normalizer put in place."""
+        normalized = [np.frombuffer(self.normalizer(texts[text]).encode("utf-8"), np.uint8) for text in whole_texts]
+        pieces, previous_end = [], 0
+        for text, text_bytes in zip(whole_texts, normalized):
+            pieces += [data[previous_end : text_ends[text]], text_bytes]
+            previous_end = text_ends[text]
+        pieces.append(data[previous_end:])
+        added = np.zeros(len(text_ends), np.int64)
+        added[whole_texts] = [len(text_bytes) for text_bytes in normalized]
+        return np.concatenate(pieces), text_ends + np.cumsum(added)
+
+
+def character_normalizer_of(normalizer) -> CharacterNormalizer | None:
+    """The jit twin of ``normalizer`` where it rewrites each character on its own, else None."""
+    character_table = getattr(normalizer, "character_table", None)
+    table = character_table() if character_table is not None else None
+    return None if table is None else CharacterNormalizer(normalizer, table)
