@@ -153,6 +153,9 @@ def main() -> None:
     print(f"text: the first {args.bytes_per_corpus} bytes of {len(corpora)} corpus files, {megabytes:.2f} MB; "
           f"process CPU time: spans best of {args.repeat}, encode and models median of {args.repeat} interleaved\n")
 
+    # first: after the rest of this script, sentencepiece's unigram encode was measured at half its speed in a
+    # fresh process (8.6 against 16.5-18 MB/s), which flattered Crayon's ratio
+    model_rows = bench_vocab_models(text, args.repeat)
     rows = []
 
     def row(kind: str, what: str, seconds: float, spans: int | None = None) -> None:
@@ -215,7 +218,6 @@ def main() -> None:
         row("lines", "the same on the text's lines as a batch, HF tokenizers", seconds["hf lines"])
     same_ids = crayon_ids == encoding.ids == python_ids and crayon_lines == hf_lines and same_llama3
     print(f"\nids identical (crayon hand-written, compiled, Python pre-tokenizer, HF): {same_ids}\n")
-    model_rows = bench_vocab_models(text, args.repeat)
     by_what = {r["what"]: r["mb_per_s"] for r in rows}
     compiled_speed = by_what["its regex written as a group, crayon jit, compiled regex"]
     ratios = {

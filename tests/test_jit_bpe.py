@@ -15,7 +15,7 @@ from conftest import corpus_text, mergeable_ranks
 from crayon.errors import CartridgeError, CrayonError, UnsupportedComponentError
 from crayon.jit import backtrack as jit_backtrack
 from crayon.jit import cache as jit_cache
-from crayon.jit.dat import interleave_dat
+from crayon.jit.dat import interleave_dat, prefix_states
 from crayon.jit.tables import build_bpe_tables, check_bpe_tables, kernel_tables
 from crayon.jit.engine import JitEngine
 from crayon.jit.kernels import ENCODERS, encode_spans_kernel
@@ -350,7 +350,7 @@ def test_stored_derived_tables_are_what_the_dat_and_rows_give():
     _, tables = model_and_tables("cl100k_base")
     dat_rows = interleave_dat(tables["dat_base"], tables["dat_check"], tables["dat_values"])
     assert np.array_equal(tables["dat_rows"], dat_rows)
-    assert np.array_equal(tables["prefix_states"], jit_backtrack.prefix_states(dat_rows))
+    assert np.array_equal(tables["prefix_states"], prefix_states(dat_rows))
     assert tables["encoder_flags"].tolist() == [0, jit_backtrack.late_token(tables["token_rows"])] == [0, -1]
 
 

@@ -10,7 +10,7 @@ Tables (``build_backtrack_tables``, added to the BPE tables of ``crayon.jit.bpe`
   unreachable tokens); the other columns are 0.
 * ``dat_base``, ``dat_check``, ``dat_values`` int32: a double-array trie of the reachable tokens
   (``crayon.reference.dat`` describes the format), and the same trie as the kernels walk it for longest-prefix
-  matches: ``dat_rows`` (``interleave_dat``) and ``prefix_states`` (``prefix_states``).
+  matches: ``dat_rows`` and ``prefix_states`` (``crayon.jit.dat.interleave_dat``, ``crayon.jit.dat.prefix_states``).
 * ``encoder_flags`` int64[2]: ``[whole_spans, late_token]``: whole_spans 1 where the whole-span lookup can return
   a token BPE never produces (so the kernels look whole spans up), late_token the first token breaking the
   exactness condition of ``backtracking_violation``, or -1.
@@ -30,7 +30,7 @@ from crayon.errors import CartridgeError
 from crayon.jit import aot
 from crayon.jit.bpe import FIBONACCI, NO_MERGE, U32, merge_loop, pair_merge, write_byte_tokens
 from crayon.jit.cache import zeroed_table
-from crayon.jit.dat import compile_dat, interleave_dat
+from crayon.jit.dat import compile_dat, interleave_dat, prefix_states
 from crayon.jit.lazy import njit
 from crayon.jit.status import CORRUPT_TABLES, UNKNOWN_BYTE
 
@@ -60,23 +60,6 @@ def canonical_splits(byte_tokens, pair_table, token_offsets, token_bytes, rows):
             if count == 1 and parts[0] == token:
                 rows[token, SPLIT_LEFT], rows[token, SPLIT_RIGHT] = left, right
                 rows[token, FORMED_AT] = merge >> 32
-
-
-def prefix_states(dat_rows: np.ndarray) -> np.ndarray:
-    """int32[256 + 65536]: the DAT state after one byte b (entry b) and after two bytes b1 b2 (entry
-    256 + (b1 << 8 | b2)), or -1: a walk starts two steps down with loads that do not wait on each other (for a
-    CJK character, one table read and one step instead of three steps)."""
-    labels = np.arange(256)
-    first = dat_rows[0, 0] + labels
-    first_ok = (first >= 0) & (first < len(dat_rows))
-    first_ok[first_ok] = dat_rows[first[first_ok], 1] == 0
-    states = np.full(256 + 65536, -1, np.int32)
-    states[:256][first_ok] = first[first_ok]
-    second = dat_rows[np.where(first_ok, first, 0), 0][:, None].astype(np.int64) + labels[None, :]
-    second_ok = first_ok[:, None] & (second >= 0) & (second < len(dat_rows))
-    second_ok[second_ok] = dat_rows[second[second_ok], 1] == np.broadcast_to(first[:, None], second.shape)[second_ok]
-    states[256:][second_ok.reshape(-1)] = second[second_ok]
-    return states
 
 
 @njit(cache=True, _nrt=False, inline="always")

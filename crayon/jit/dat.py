@@ -262,6 +262,23 @@ def interleave_dat(base: np.ndarray, check: np.ndarray, values: np.ndarray) -> n
     return rows
 
 
+def prefix_states(dat_rows: np.ndarray) -> np.ndarray:
+    """int32[256 + 65536]: the DAT state after one byte b (entry b) and after two bytes b1 b2 (entry
+    256 + (b1 << 8 | b2)), or -1: a walk starts two steps down with loads that do not wait on each other (for a
+    CJK character, one table read and one step instead of three steps)."""
+    labels = np.arange(256)
+    first = dat_rows[0, 0] + labels
+    first_ok = (first >= 0) & (first < len(dat_rows))
+    first_ok[first_ok] = dat_rows[first[first_ok], 1] == 0
+    states = np.full(256 + 65536, -1, np.int32)
+    states[:256][first_ok] = first[first_ok]
+    second = dat_rows[np.where(first_ok, first, 0), 0][:, None].astype(np.int64) + labels[None, :]
+    second_ok = first_ok[:, None] & (second >= 0) & (second < len(dat_rows))
+    second_ok[second_ok] = dat_rows[second[second_ok], 1] == np.broadcast_to(first[:, None], second.shape)[second_ok]
+    states[256:][second_ok.reshape(-1)] = second[second_ok]
+    return states
+
+
 @njit(cache=True, inline="always")
 def transition(base, check, state, byte):
     """The state reached from ``state`` on ``byte``, or -1; ``state`` must be a valid index (the root or a

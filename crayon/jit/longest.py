@@ -32,10 +32,9 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from crayon.jit.backtrack import prefix_states
 from crayon.jit.cache import LITTLE_ENDIAN, load_word
 from crayon.jit.cores import available_cores
-from crayon.jit.dat import check_dat_arrays, interleave_dat
+from crayon.jit.dat import check_dat_arrays, interleave_dat, prefix_states
 from crayon.jit.id_lists import id_list, id_list_extend_kernel, id_list_kernel, joined_ids, shared_ids
 from crayon.jit.kernels import SPAN_BATCH
 from crayon.jit.lazy import njit

@@ -6,7 +6,7 @@ import numpy as np
 
 from crayon.errors import UnsupportedComponentError
 from crayon.jit.cache import SMALL_CACHE_BUCKETS, new_piece_cache
-from crayon.jit.dat import interleave_dat, lookup
+from crayon.jit.dat import interleave_dat, lookup, prefix_states
 from crayon.jit.lazy import njit
 from crayon.jit.word_cache import find_cached, new_word_cache, remember
 from crayon.reference.unigram import UnigramModel
@@ -39,7 +39,7 @@ def _emit_unknown(data, start, end, dat, byte_ids, unk_id, out, n):
 
 
 @njit(cache=True, nogil=True)
-def encode_spans_kernel(data, span_ends, dat, dat_rows, scores, unk_score, unk_id, fuse_unk, byte_ids, pieces, cache, out,
+def encode_spans_kernel(data, span_ends, dat, dat_rows, starts, scores, unk_score, unk_id, fuse_unk, byte_ids, pieces, cache, out,
                         counts):
     """Encode the spans data[span_ends[i - 1]:span_ends[i]] (from 0) into ``out`` (room for one id per byte);
     returns the number of ids and writes each span's into ``counts``. ``dat_rows`` is ``dat`` interleaved (the
@@ -72,20 +72,29 @@ def encode_spans_kernel(data, span_ends, dat, dat_rows, scores, unk_score, unk_i
         while pos < size:
             char_length = _char_length(data[span_start + pos])
             one_char_piece = False
-            state = 0
-            for position in range(pos, size):
-                target = np.int64(dat_rows[state, 0]) + np.int64(data[span_start + position])
-                if target < 0 or target >= dat_rows.shape[0] or dat_rows[target, 1] != state:
-                    break
-                state = target
+            here = best_score[pos]
+            lead = np.int64(data[span_start + pos])
+            state = np.int64(starts[lead])
+            position = pos
+            while state >= 0:
                 token_id = dat_rows[state, 2]
-                if token_id < 0:
-                    continue
                 end = position + 1
-                score = best_score[pos] + scores[token_id]
-                if best_start[end] < 0 or score > best_score[end]:
-                    best_score[end], best_start[end], best_id[end] = score, pos, token_id
-                one_char_piece = one_char_piece or end - pos == char_length
+                if token_id >= 0:
+                    score = here + scores[token_id]
+                    if best_start[end] < 0 or score > best_score[end]:
+                        best_score[end], best_start[end], best_id[end] = score, pos, token_id
+                    one_char_piece = one_char_piece or end - pos == char_length
+                if end >= size:
+                    break
+                byte = np.int64(data[span_start + end])
+                if end == pos + 1:
+                    state = np.int64(starts[256 + (lead << 8) + byte])
+                else:
+                    target = np.int64(dat_rows[state, 0]) + byte
+                    if target < 0 or target >= dat_rows.shape[0] or dat_rows[target, 1] != state:
+                        break
+                    state = target
+                position = end
             if not one_char_piece:
                 end = pos + char_length
                 score = best_score[pos] + unk_score
@@ -126,6 +135,7 @@ class UnigramTables:
             raise UnsupportedComponentError("the jit Unigram needs an unk_id")
         self.model = model
         self.dat_rows = interleave_dat(*model.dat)
+        self.starts = prefix_states(self.dat_rows)
         self.byte_ids = model.byte_ids if model.byte_fallback else np.full(256, -2, np.int64)
 
 
@@ -136,7 +146,7 @@ def encode_spans(tables: UnigramTables, data: np.ndarray, span_ends: np.ndarray,
     model = tables.model
     out = np.empty(len(data) + 1, np.int64)
     counts = np.empty(len(span_ends), np.int64)
-    count = encode_spans_kernel(data, span_ends.astype(np.int64), model.dat, tables.dat_rows, model.scores,
+    count = encode_spans_kernel(data, span_ends.astype(np.int64), model.dat, tables.dat_rows, tables.starts, model.scores,
                                 model.unk_score, model.unk_id, model.fuse_unk, tables.byte_ids,
                                 new_piece_cache(SMALL_CACHE_BUCKETS) if pieces is None else pieces,
                                 new_word_cache(len(span_ends)), out, counts)
