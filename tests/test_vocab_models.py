@@ -474,7 +474,7 @@ def test_sentencepiece_model_loads_with_sentencepiece_ids(sentencepiece_model, t
 
 
 NFKC_KINDS = [("nmt_nfkc", "unigram", True), ("nmt_nfkc", "bpe", True), ("nmt_nfkc_cf", "bpe", False)]
-NFKC_TEXT = st.text(st.sampled_from(" \u2581a\u00e9\t\u3000\uff41\ufb01\u2460\u200b\u00c5\uff76\uff9e\u1100\u1161")
+NFKC_TEXT = st.text(st.sampled_from(" \u2581aAe\u00e9\u0301\u030a\t\u3000\uff41\ufb01\u2460\u200b\u00c5\uff76\uff9e\u1100\u1161")
                     | st.characters(blacklist_categories=("Cs",)), max_size=16)
 
 
@@ -502,6 +502,7 @@ def test_sentencepiece_model_with_a_character_map_loads_with_sentencepiece_ids(n
 @settings(max_examples=100, deadline=None)
 @given(texts=st.lists(NFKC_TEXT, max_size=6))
 @example(texts=["\uff41\u3000\u2581\u3000b", "\u200b \u200b", " \u2581 "])
+@example(texts=["e\u0301te\u0301 A\u030a", "ae\u0301", "A\u030a"])  # keys that start with an ASCII letter
 def test_sentencepiece_character_maps_rewrite_as_sentencepiece(nfkc_sentencepiece_model, texts):
     """``normalize`` with a file's character map (the longest key first, then the whitespace rules) gives
     ``sentencepiece``'s own normalizer's text, and the file's ids on both engines."""
@@ -514,7 +515,7 @@ def test_sentencepiece_character_maps_rewrite_as_sentencepiece(nfkc_sentencepiec
         file = SentencePieceFile(**options)
         assert [normalize(file, text, charsmap) for text in texts] == expected, options
         normalized, ends = normalize_utf8(data, text_ends, **SentencePieceNormalizer(file).whitespace_options,
-                                          charsmap=(charsmap.units, charsmap.first_bytes, charsmap.replacement_bytes))
+                                          charsmap=charsmap.kernel_arrays)
         starts = [0, *ends.tolist()]
         assert [normalized[start:end].tobytes().decode("utf-8") for start, end in zip(starts, starts[1:])] == expected
     for backend in ("reference", "jit"):

@@ -237,6 +237,30 @@ class CharsMap:
             raise FormatError("precompiled_charsmap: a key is not UTF-8")
         return starts
 
+    @property
+    def kernel_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """What ``crayon.jit.whitespace_normalizer`` takes to apply the map as SentencePiece does: the trie's
+        units, ``first_bytes``, ``first_byte_pairs`` and the replacements."""
+        return self.units, self.first_bytes, self.first_byte_pairs, self.replacement_bytes
+
+    @functools.cached_property
+    def first_byte_pairs(self) -> np.ndarray:
+        """Per two bytes b0 b1 (entry b0 << 8 | b1): whether some key is b0 alone or starts with b0 b1."""
+        pairs = np.zeros(1 << 16, bool)
+        root = self._offset(self._unit_list[0])
+        for first in np.flatnonzero(self.first_bytes).tolist():
+            position = self._child(root, first)
+            if (self._unit_list[position] >> 8) & 1:
+                pairs[first << 8 : (first + 1) << 8] = True
+                continue
+            node = position ^ self._offset(self._unit_list[position])
+            seconds = np.arange(256)
+            positions = node ^ seconds
+            inside = positions < len(self.units)
+            inside[inside] = (self.units[positions[inside]] & ((1 << 31) | 0xFF)) == seconds[inside]
+            pairs[first << 8 : (first + 1) << 8] = inside
+        return pairs
+
     @functools.cached_property
     def replacement_bytes(self) -> np.ndarray:
         """The replacements, each ended by a NUL, as a uint8 array."""

@@ -181,7 +181,7 @@ class SentencePieceNormalizer:
                    "remove_extra_whitespaces": self.model.remove_extra_whitespaces,
                    "add_dummy_prefix": self.model.add_dummy_prefix}
         if self.charsmap is not None:
-            options["charsmap"] = (self.charsmap.units, self.charsmap.first_bytes, self.charsmap.replacement_bytes)
+            options["charsmap"] = self.charsmap.kernel_arrays
         return options
 
 

@@ -71,7 +71,7 @@ def _write_replacement_piece(out, n, replacements, start, stop, after_space, esc
 
 @njit(cache=True, nogil=True)
 def _normalize_kernel(data, text_ends, escape_whitespaces, remove_extra_whitespaces, add_dummy_prefix, units,
-                      first_bytes, replacements, out, out_ends):
+                      first_bytes, first_byte_pairs, replacements, out, out_ends):
     """Write each text's normalized bytes to ``out`` and its end to ``out_ends``; returns the bytes written, or
     -1 where ``out`` is too small. The pieces a character map does not rewrite are single characters: they are
     written byte by byte (only a space, one byte, is ever dropped)."""
@@ -97,7 +97,8 @@ def _normalize_kernel(data, text_ends, escape_whitespaces, remove_extra_whitespa
         after_space = remove_extra_whitespaces
         while pos < end:
             byte = data[pos]
-            if has_map and first_bytes[byte]:
+            if has_map and first_bytes[byte] and (
+                    pos + 1 == end or first_byte_pairs[(np.int64(byte) << 8) | data[pos + 1]]):
                 length, leaf = _rule_at(data, pos, end, units)
                 if length:
                     piece_start, piece_stop = _replacement_span(units, leaf, replacements)
@@ -127,15 +128,15 @@ def _normalize_kernel(data, text_ends, escape_whitespaces, remove_extra_whitespa
     return n
 
 
-NO_CHARSMAP = (np.zeros(0, np.int64), np.zeros(256, np.bool_), np.zeros(0, np.uint8))
+NO_CHARSMAP = (np.zeros(0, np.int64), np.zeros(256, np.bool_), np.zeros(1 << 16, np.bool_), np.zeros(0, np.uint8))
 
 
 def normalize_utf8(data: np.ndarray, text_ends: np.ndarray, *, escape_whitespaces: bool,
                    remove_extra_whitespaces: bool, add_dummy_prefix: bool,
-                   charsmap: tuple[np.ndarray, np.ndarray, np.ndarray] = NO_CHARSMAP) -> tuple[np.ndarray, np.ndarray]:
+                   charsmap: tuple[np.ndarray, ...] = NO_CHARSMAP) -> tuple[np.ndarray, np.ndarray]:
     """(normalized bytes, their text ends) of the UTF-8 texts data[text_ends[i - 1]:text_ends[i]] (from 0): each
-    as ``normalize`` gives it, with these options and a character map as (its trie's units, whether each byte
-    starts a key, its replacements) (``SentencePieceNormalizer.whitespace_options`` gives them all)."""
+    as ``normalize`` gives it, with these options and a character map as ``CharsMap.kernel_arrays``
+    (``SentencePieceNormalizer.whitespace_options`` gives them all)."""
     text_ends = text_ends.astype(np.int64)
     size = 3 * len(data) + 3 * len(text_ends)
     while True:
