@@ -7,9 +7,10 @@ import unicodedata
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import corpus_text
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from strategies import tokenizer_text
 
@@ -18,6 +19,7 @@ from crayon.errors import FormatError
 from crayon.formats.hf_io import spec_from_hf
 from crayon.formats.hf_normalize import BertNormalizer, normalizer_from_hf
 from crayon.formats.sentencepiece import read_sentencepiece
+from crayon.jit.whitespace_normalizer import normalize_utf8
 
 tokenizers = pytest.importorskip("tokenizers")
 spm = pytest.importorskip("sentencepiece")
@@ -390,6 +392,28 @@ def test_sentencepiece_bpe_files_run_word_by_word_with_hf_ids(sentencepiece_bpe_
         assert ours.encode(text) == hf.encode(text, add_special_tokens=False).ids
 
     check()
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts=st.lists(metaspace_text, max_size=6))
+@example(texts=["", " ", "\u2581 a", " a  b ", "\t x\n"])
+def test_llama2_normalizer_runs_as_sentencepiece_whitespace_rules(texts):
+    """Llama 2's Prepend + Replace is applied by the jit SentencePiece normalizer, with HF's text."""
+    spec = {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"},
+                                                {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]}
+    options = normalizer_from_hf(spec).whitespace_options
+    assert options is not None
+    hf = tokenizers.Tokenizer.from_str(json.dumps({
+        "version": "1.0", "normalizer": spec, "model": {"type": "WordLevel", "vocab": {"a": 0}, "unk_token": "a"}
+    })).normalizer
+    encoded = [text.encode("utf-8") for text in texts]
+    data = np.frombuffer(b"".join(encoded), np.uint8)
+    normalized, ends = normalize_utf8(data, np.cumsum([len(text) for text in encoded], dtype=np.int64), **options)
+    starts = [0, *ends.tolist()]
+    assert [normalized[a:b].tobytes().decode("utf-8") for a, b in zip(starts, starts[1:])] == [
+        hf.normalize_str(text) for text in texts]
+    reordered = {"type": "Sequence", "normalizers": spec["normalizers"][::-1]}
+    assert normalizer_from_hf(reordered).whitespace_options is None
 
 
 def test_merges_that_cross_a_space_keep_the_whole_span():

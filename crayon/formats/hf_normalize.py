@@ -664,6 +664,17 @@ class NormalizerSequence(Normalizer):
             texts = normalizer.normalize_batch(texts)
         return list(texts)
 
+    @property
+    def whitespace_options(self) -> dict | None:
+        """Llama 2's normalizer (Prepend "▁", then Replace " " with "▁") as SentencePiece's whitespace rules that
+        give the same text, for ``crayon.jit.whitespace_normalizer.normalize_utf8``; None for any other sequence."""
+        if [type(normalizer) for normalizer in self.normalizers] != [Prepend, Replace]:
+            return None
+        prepend, replace = self.normalizers
+        if prepend.prepend != "\u2581" or replace.is_regex or (replace.pattern, replace.content) != (" ", "\u2581"):
+            return None
+        return {"escape_whitespaces": True, "remove_extra_whitespaces": False, "add_dummy_prefix": True}
+
     def character_table(self) -> CharacterTable | None:
         if not self.per_character:
             return None
