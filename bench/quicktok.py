@@ -2,13 +2,13 @@
 
 quicktok (pip package ``quicktok-v1``) compiles each pre-tokenizer grammar by hand and encodes as tiktoken does.
 Its bundled vocabularies are read here, offline, as tiktoken-style ranks; Crayon encodes them with the model's
-pre-tokenizer regex (Llama 3's on cl100k's hand-written machine; Qwen's, with HF's NFC normalizer before it,
-compiled by ``crayon.jit.regex_vm``): what
-``crayon.load("llama3.tiktoken", pattern=...)`` gives (the file is written to ``--workdir``). Crayon's ids must
-equal tiktoken's (the same ranks and regex; the run fails otherwise); column "quicktok wrong" counts the inputs
-(the text, or lines) where quicktok's ids differ from tiktoken's. HF tokenizers runs the equivalent
-tokenizer.json (merges derived from the ranks, ``ignore_merges``); its ids are shown as same or not: for Llama 3,
-whose vocabulary has tokens no merge reaches, HF's merge-list BPE differs from tiktoken's on some Japanese text.
+pre-tokenizer regex, on cl100k's hand-written machine (Qwen's after HF's NFC normalizer, which the jit engine
+applies first): what ``crayon.load("llama3.tiktoken", pattern=...)`` gives (the file is written to
+``--workdir``). Crayon's ids must equal tiktoken's (the same ranks and regex; the run fails otherwise); column
+"quicktok wrong" counts the inputs (the text, or lines) where quicktok's ids differ from tiktoken's. HF tokenizers
+runs the equivalent tokenizer.json (merges derived from the ranks, ``ignore_merges``); its ids are shown as same
+or not: for Llama 3, whose vocabulary has tokens no merge reaches, HF's merge-list BPE differs from tiktoken's on
+some Japanese text.
 Single thread; each repetition times every peer once, in turn (interleaved); the table shows medians of process
 CPU time. Pin the process for single-core figures:
 

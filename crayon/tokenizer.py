@@ -984,8 +984,8 @@ class Tokenizer:
         A byte that is not valid UTF-8 counts as one non-letter character (the spans of
         ``data.decode("utf-8", "surrogateescape")``) and is encoded as itself."""
         view = memoryview(data).cast("B")
-        if not self.added_tokens and getattr(self._engine, "pattern_id", None) is not None and hasattr(
-                self._engine, "encode_utf8_flat"):  # read in place by the jit kernels
+        if (not self.added_tokens and self.normalizer is None and getattr(self._engine, "pattern_id", None) is not None
+                and hasattr(self._engine, "encode_utf8_flat")):  # read in place by the jit kernels
             tokens, _ = self._engine.encode_utf8_flat(np.frombuffer(view, np.uint8), np.array([0, len(view)], np.int64))
             return tokens
         try:

@@ -31,7 +31,7 @@ from strategies import tokenizer_text
 SIMULATED = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 ON_DEVICE = SIMULATED or capacity.cuda_status()[0]
 device = pytest.mark.skipif(not ON_DEVICE, reason="device test: run by test_device_tests_under_simulator")
-DEVICE_TEST_COUNT = 11
+DEVICE_TEST_COUNT = 12
 
 
 # --- host-side planning ----------------------------------------------------------------------------
@@ -219,6 +219,26 @@ def test_on_device_host_pre_tokenizer():
     engine = make_engine(tokenizer, chunk_bytes=16)
     assert engine.pattern_id is None
     _assert_same_as_jit(engine, tokenizer, ["", "hello   world\n", corpus_text("multilingual.txt")[:800]])
+
+
+@device
+def test_on_device_a_normalizer_runs_on_the_host_before_the_gpu_spanner():
+    """NFC before Qwen 2's regex (Qwen's tokenizer.json): the texts are normalized on the host, then split by the
+    hand-written machine on the GPU; the reference engine's tokens."""
+    from crayon.formats.hf_normalize import UnicodeNormalizer
+    from crayon.gpu.engine import make_engine
+    from crayon.patterns import VARIANT_PATTERNS
+    from crayon.reference.bpe import BytePairModel
+    from crayon.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer("slice", BytePairModel(_slice_ranks()), pattern=VARIANT_PATTERNS["qwen2"],
+                          normalizer=UnicodeNormalizer("NFC"), backend="reference")
+    engine = make_engine(tokenizer, chunk_bytes=16)
+    assert engine.pattern_id is not None
+    texts = ["Cafe\u0301 \u1100\u1161\u11a8 \uf900 12", "", "\u212b" * 40 + " x", corpus_text("multilingual.txt")[:400]]
+    tokens, offsets = engine.encode_ordinary_flat(texts)
+    assert [tokens[offsets[i] : offsets[i + 1]].tolist() for i in range(len(texts))] == [
+        tokenizer.encode_ordinary(text) for text in texts]
 
 
 @device

@@ -1,18 +1,28 @@
 """The jit engine's own choices: every span encoder gives the same tokens, long single-word inputs, a byte without
-a token (exactness against tiktoken on every backend: test_differential.py)."""
+a token, a normalizer (Qwen's NFC) before the fused kernel (exactness against tiktoken and HF on every backend:
+test_differential.py)."""
 
 from __future__ import annotations
 
+import json
+import unicodedata
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import crayon
-from conftest import corpus_text, mergeable_ranks, tiktoken_encoding
+import hf_configs
+from conftest import CORPUS_FILES, corpus_text, mergeable_ranks, tiktoken_encoding
 from crayon.errors import UnknownTokenError
+from crayon.formats.hf_io import spec_from_hf
 from crayon.jit.engine import JitEngine
 from crayon.jit.kernels import ENCODERS
+from crayon.jit.pretokenize import PATTERN_IDS
 from crayon.reference.bpe import BytePairModel
 from crayon.tokenizer import Tokenizer
+from strategies import FRAGMENTS
 
 ENCODINGS = ["cl100k_base", "o200k_base"]
 
@@ -249,3 +259,112 @@ def test_the_list_kernels_c_api_path_makes_the_same_lists(tmp_path):
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "CRAYON_AOT": "0"}
     done = subprocess.run([sys.executable, "-c", _C_API_LISTS], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
+# --- a normalizer before the fused kernel: Qwen 2's tokenizer.json (NFC, then Qwen 2's regex) -----------------
+
+# Text NFC changes: combining sequences (composed, reordered), Hangul jamo (composed into syllables), CJK
+# compatibility ideographs and other singletons (replaced), composition exclusions (decomposed), and characters
+# that lengthen; then characters HF's Unicode 9.0 tables leave as they are, which Python's would change.
+NOT_NFC = ["e\u0301", "a\u0323\u0301", "a\u0301\u0323", "\u0301", "\u1100\u1161", "\u1100\u1161\u11a8", "\uac00\u11a8",
+           "\u1161", "\uf900", "\uf9dc", "\U0002f800", "\u212b", "\u2126", "\u0958", "\u0344", "\ufb2c", "\U0001d160",
+           "\u304b\u3099", "\u0dd9\u0dcf", "\u07fd", "\U00010781"]
+non_nfc_text = st.lists(
+    st.one_of(st.sampled_from(NOT_NFC + [fragment for fragment in FRAGMENTS if "<|" not in fragment]),  # no specials
+              st.text(hf_configs.assigned_chars, max_size=3)),
+    max_size=20,
+).map("".join)
+
+
+@pytest.fixture(scope="module")
+def qwen():
+    """(HF tokenizer, Crayon jit tokenizer, the same without its added tokens) of a Qwen 2-style tokenizer.json: NFC;
+    Split(Qwen 2's regex, Isolated) then ByteLevel without its regex; a byte-level BPE; added tokens."""
+    hf = hf_configs.trained("qwen2_nfc")
+    tok = Tokenizer.from_spec(spec_from_hf(json.loads(hf.to_str())), backend="jit")
+    plain = Tokenizer("qwen-plain", tok.model, pattern=None, pretokenizer=tok.pretokenizer,
+                      normalizer=tok.normalizer, backend="jit")
+    return hf, tok, plain
+
+
+def _hf_ids(hf, texts):
+    return [encoding.ids for encoding in hf.encode_batch(texts, add_special_tokens=False)]
+
+
+def test_a_qwen_file_runs_the_hand_written_machine_after_its_nfc(qwen):
+    """Qwen's NFC is applied before cl100k's hand-written machine (``PATTERN_IDS["qwen2"]``), not the compiled
+    regex; HF's ids on the corpora, whole, in lines on two threads, and decomposed (NFD: every accent to compose)."""
+    hf, tok, plain = qwen
+    assert tok.normalizer.form == "NFC"
+    assert tok.engine.pattern_id == PATTERN_IDS["qwen2"] and tok.engine.compiled_splits is None
+    assert plain.engine.pattern_id == PATTERN_IDS["qwen2"]
+    texts = [corpus_text(name, 20_000) for name in CORPUS_FILES]
+    texts.append(unicodedata.normalize("NFD", corpus_text("multilingual.txt", 20_000)))
+    for text in texts:
+        expected = hf.encode(text, add_special_tokens=False).ids
+        assert tok.encode(text, allowed_special="all") == expected
+        assert plain.encode_ordinary(text) == expected
+        lines = text.splitlines()
+        assert plain.encode_batch(lines, num_threads=2) == _hf_ids(hf, lines)
+
+
+@settings(max_examples=150, deadline=None)
+@given(texts=st.lists(non_nfc_text, min_size=1, max_size=4))
+def test_qwen_ids_match_hf_on_text_nfc_changes(qwen, texts):
+    """Combining sequences, Hangul jamo, compatibility ideographs ...: HF's ids and offsets one text at a time
+    (short and long calls), in batches on two threads and in the flat form."""
+    hf, tok, plain = qwen
+    long_text = "".join(texts) * (1100 // max(1, len("".join(texts))) + 1)  # past the short call's 1024 characters
+    expected = _hf_ids(hf, [*texts, long_text])
+    for text, ids in zip([*texts, long_text], expected):
+        assert plain.encode_ordinary(text) == ids
+        assert plain.encode_to_numpy(text).tolist() == ids
+        assert tok.engine.encode_ordinary(text) == ids
+    assert plain.encode_batch(texts, num_threads=2) == expected[:-1]
+    tokens, offsets = plain.encode_batch_flat(texts, num_threads=2)
+    assert [tokens[offsets[i] : offsets[i + 1]].tolist() for i in range(len(texts))] == expected[:-1]
+    text = texts[0] + "<think>" + texts[-1]
+    encoding = hf.encode(text, add_special_tokens=False)
+    assert tok.encode(text, allowed_special="all") == encoding.ids
+    assert tok.encode_with_offsets(text, allowed_special="all") == (encoding.ids, encoding.offsets)
+
+
+def test_qwen_nfc_that_outgrows_the_short_call_buffer(qwen):
+    """NFC lengthens U+1D160 threefold (12 bytes): 1000 of them, a short call by length, take the general path."""
+    hf, _, plain = qwen
+    for text in ["\U0001d160" * 1000, "\ufb2c" * 1024, "x\u0344" * 512]:
+        assert plain.encode_ordinary(text) == hf.encode(text, add_special_tokens=False).ids
+
+
+def test_qwen_nfc_follows_the_repair_of_lone_surrogates(qwen):
+    """A lone surrogate is replaced (U+FFFD) before NFC, as the reference engine does: the same ids."""
+    _, _, plain = qwen
+    reference = plain.with_backend("reference")
+    texts = ["e\u0301\ud800\u0301", "\udfff\u1100\u1161 x", "\u212b" * 600 + "\ud800"]
+    for text in texts:
+        assert plain.encode_ordinary(text) == reference.encode_ordinary(text)
+        assert plain.encode_to_numpy(text).tolist() == reference.encode_ordinary(text)
+    assert plain.encode_batch(texts, num_threads=2) == [reference.encode_ordinary(text) for text in texts]
+
+
+def test_qwen_bytes_are_normalized_before_the_kernel(qwen):
+    """``encode_ordinary_bytes`` and the engine's flat UTF-8 call (the dataset pipeline's) never hand UTF-8 that
+    NFC would change straight to the kernel; bytes that are not UTF-8 are refused, as for any tokenizer with a
+    normalizer."""
+    _, _, plain = qwen
+    texts = ["Cafe\u0301 \u1100\u1161\u11a8 \uf900", "\u212b", "plain"]
+    assert plain.encode_ordinary_bytes(texts[0].encode()).tolist() == plain.encode_ordinary(texts[0])
+    data = np.frombuffer("".join(texts).encode(), np.uint8)
+    offsets = np.cumsum([0, *(len(text.encode()) for text in texts)])
+    tokens, counts = plain.engine.encode_utf8_flat(data, offsets)
+    assert [part.tolist() for part in np.split(tokens, np.cumsum(counts)[:-1])] == plain.encode_batch(texts)
+    with pytest.raises(ValueError, match="normalizer"):
+        plain.encode_ordinary_bytes(b"caf\xe9")
+
+
+def test_only_nfc_alone_keeps_the_hand_written_machine(qwen):
+    """Another normalizer (NFKC) in front of Qwen's split keeps the compiled regex."""
+    config = json.loads(qwen[0].to_str())
+    config["normalizer"] = {"type": "NFKC"}
+    tok = Tokenizer.from_spec(spec_from_hf(config), backend="jit")
+    assert tok.engine.pattern_id is None and tok.engine.compiled_splits is not None

@@ -319,8 +319,9 @@ tokenizers = pytest.importorskip("tokenizers")
 from test_hf_io import CONFIGS, tokenizer_from_hf, train_hf  # noqa: E402
 
 COMPILED_CONFIGS = sorted(set(CONFIGS) - {"fixed_length", "byte_level_normalizer"})
-# GPT-2's ByteLevel splits as r50k_base, Llama 3's Split as its pattern: the hand-written state machines run them
-HAND_WRITTEN_CONFIGS = {"gpt2", "llama3_ignore_merges"}
+# GPT-2's ByteLevel splits as r50k_base, Llama 3's and Qwen 2's Split as their patterns: the hand-written state
+# machines run them, after NFC where the file has it (Qwen 2, GPT-NeoX)
+HAND_WRITTEN_CONFIGS = {"gpt2", "llama3_ignore_merges", "qwen2_nfc", "neox_nfc_whitespace_tokens"}
 
 
 @pytest.fixture(scope="module")

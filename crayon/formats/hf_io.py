@@ -51,7 +51,7 @@ from crayon.formats.hf_pretokenize import (
     to_byte_chars,
 )
 from crayon.formats.hf_decode import Decoder, decoder_from_hf
-from crayon.formats.hf_normalize import Normalizer, normalizer_from_hf
+from crayon.formats.hf_normalize import Normalizer, UnicodeNormalizer, normalizer_from_hf
 from crayon.formats.hf_postprocess import post_processor_from_hf
 from crayon.formats.spec import TokenizerSpec
 from crayon.reference.added_tokens import PLAIN, AddedTokenOptions
@@ -101,7 +101,8 @@ def spec_from_hf(config: dict, *, name: str = "tokenizer") -> TokenizerSpec:
         spec.post_processor, spec.decoder = post_processor, decoder
         return spec
     vocab = _check_bpe_model(model_spec)
-    pattern = known_pattern_of(config.get("pre_tokenizer")) if normalizer is None else None
+    # NFC (Qwen's, GPT-NeoX's) keeps the hand-written machine: the jit engine normalizes the text first
+    pattern = known_pattern_of(config.get("pre_tokenizer")) if normalizer is None or _is_nfc(normalizer) else None
 
     special_tokens, added_tokens, options = _added_tokens(config.get("added_tokens") or [], vocab)
     added_ids = set(special_tokens.values()) | set(added_tokens.values())
@@ -143,6 +144,11 @@ def known_pattern_of(pre_tokenizer_spec: dict | None) -> str | None:
                 if split == {"type": "Split", "pattern": {"Regex": regex_text}, "behavior": "Isolated", "invert": False}:
                     return regex_text
     return None
+
+
+def _is_nfc(normalizer: Normalizer) -> bool:
+    """Whether the normalizer is HF's NFC alone: text to text, never to byte-level characters."""
+    return isinstance(normalizer, UnicodeNormalizer) and normalizer.form == "NFC"
 
 
 def _decodes_as_bytes(decoder: Decoder, added: list[str], options: dict[str, AddedTokenOptions],

@@ -5,9 +5,9 @@ are sized: from the input, under a memory budget, so no document is ever truncat
 
 ``CudaEngine`` (BPE) keeps a ``JitEngine`` of the same tokenizer for what the GPU reuses (its tables and
 encoder choice) and for the one thing it hands back to the CPU: a span whose scratch alone would exceed the
-memory budget. Where the tokenizer has no jit pre-tokenizer (a normalizer, a custom pre-tokenizer, another
-regex), its own pre-tokenizer splits on the host and the GPU encodes the spans. ``LongestMatchGpu`` is the
-GPU twin of ``crayon.jit.longest.encode_spans``.
+memory budget. Where the tokenizer has no jit pre-tokenizer (a custom pre-tokenizer, another regex), its own
+pre-tokenizer splits on the host and the GPU encodes the spans; a normalizer runs on the host first.
+``LongestMatchGpu`` is the GPU twin of ``crayon.jit.longest.encode_spans``.
 
 A document larger than a whole batch is cut into pieces of whole spans, found on the host by the jit
 pre-tokenizer (one CPU pass; with the default budget that is a document of hundreds of megabytes).
@@ -35,6 +35,7 @@ from crayon.jit.engine import JitEngine
 from crayon.jit.kernels import BACKTRACK, HEAP, MERGE_LOOP
 from crayon.jit.status import raise_for_status
 from crayon.jit.pretokenize import pattern_id_of, split_spans, unicode_tables
+from crayon.jit.regex_vm import normalized_texts
 from crayon.reference.pretokenize import PatternSpanner, WholeText
 
 
@@ -273,7 +274,7 @@ class CudaEngine(_GpuPipeline):
         if (self.cpu.tables["byte_tokens"] < 0).any():  # a byte without a token: the CPU engine's exact path
             return self.cpu.encode_ordinary_flat(texts)
         if self.pattern_id is not None:
-            return self._encode_flat([text.encode("utf-8") for text in texts], None)
+            return self._encode_flat([text.encode("utf-8") for text in normalized_texts(self._normalizer, texts)], None)
         return self._encode_flat(*self._host_spans(texts))
 
     def _host_spans(self, texts: Sequence[str]) -> tuple[list[bytes], np.ndarray]:

@@ -1,12 +1,13 @@
 """The jit engine: ordinary text -> tokens in Numba kernels, exactly the reference engine's tokens.
 
-For a tokenizer whose pattern has a jit pre-tokenizer (cl100k_base, o200k_base, r50k_base) and that has no
-normalizer or custom pre-tokenizer, one kernel walks the whole UTF-8 text: it finds each span with the state
-machine of ``crayon.jit.pretokenize``, looks the span up in the thread's piece cache and, on a miss, encodes it
-with the span encoder. Any other pre-tokenizer that can be written as regex splits (any pattern, HF pipelines of
-Split, ByteLevel, Digits, Punctuation, Whitespace ...: ``regex_splits()``) runs compiled by ``crayon.jit.regex_vm``
-(after the normalizer, in Python), then the span encoder kernel; one that cannot runs in Python, with a one-time
-warning naming the reason. All are exact.
+For a tokenizer whose pattern has a jit pre-tokenizer (cl100k_base, o200k_base, r50k_base, Llama 3's, Qwen 2's)
+and no custom pre-tokenizer, one kernel walks the whole UTF-8 text: it finds each span with the state machine of
+``crayon.jit.pretokenize``, looks the span up in the thread's piece cache and, on a miss, encodes it with the
+span encoder. A normalizer (Qwen's NFC) runs first, in Python, on the thread that encodes the text; a text it
+returns as is (already normalized) is not copied. Any other pre-tokenizer that can be written as regex splits (any
+pattern, HF pipelines of Split, ByteLevel, Digits, Punctuation, Whitespace ...: ``regex_splits()``) runs compiled
+by ``crayon.jit.regex_vm`` (after the normalizer, in Python), then the span encoder kernel; one that cannot runs in
+Python, with a one-time warning naming the reason. All are exact.
 
 The kernels and the span encoders they choose between are in ``crayon.jit.kernels``.
 
@@ -99,7 +100,7 @@ class JitEngine:
         self._ids = None  # shared_ids(self._token_count), taken at the first encode of many tokens
         self._token_count = len(self.tables["token_offsets"]) - 1
         self._lengths = None  # _token_lengths, made at the first batch
-        known = jit_pattern_of(tokenizer)
+        known = jit_pattern_of(tokenizer, normalizes_first=True)
         self.pattern_id = None if known is None else PATTERN_IDS[known]
         self._char_tables = None if known is None else unicode_tables()
         self._normalizer = tokenizer.normalizer
@@ -254,7 +255,7 @@ class JitEngine:
         """``encode_ordinary_array`` of a text not cut into parts."""
         try:
             if self.pattern_id is not None:
-                return self._encode_text(np.frombuffer(utf8_of(text, prepare), np.uint8))
+                return self._encode_text(np.frombuffer(utf8_of(text, prepare, self._normalizer), np.uint8))
             if prepare is not None:
                 text = prepare(text)
             if self.compiled_splits is not None:
@@ -280,7 +281,8 @@ class JitEngine:
         surrogates), which must leave any other text unchanged: it is applied where the text, or, where a long
         text is cut, a part on the thread that encodes it, fails to encode (``utf8_of``)."""
         if self.pattern_id is not None and len(text) <= SHORT_CALL_BYTES // 4:  # so at most SHORT_CALL_BYTES bytes
-            tokens = self._encode_short(utf8_of(text, prepare))
+            encoded = utf8_of(text, prepare, self._normalizer)
+            tokens = self._encode_short(encoded) if len(encoded) <= SHORT_CALL_BYTES else None  # NFC may lengthen it
             if tokens is not None:
                 return tokens
         if self.pattern_id is not None:
@@ -295,8 +297,9 @@ class JitEngine:
     def encode_utf8_flat(self, data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(tokens, counts) of the valid UTF-8 texts data[offsets[i]:offsets[i + 1]] (uint8 data, int64 offsets),
         on the calling thread with its own buffers: the tokens of ``encode_ordinary_array`` of each text, in one
-        uint32 array; counts[i] is text i's number of tokens. The kernel reads ``data`` in place (a mapped file)."""
-        if self.pattern_id is None or (self.tables["byte_tokens"] < 0).any():
+        uint32 array; counts[i] is text i's number of tokens. The kernel reads ``data`` in place (a mapped file); a
+        tokenizer with a normalizer decodes each text to normalize it first."""
+        if self.pattern_id is None or self._normalizer is not None or (self.tables["byte_tokens"] < 0).any():
             tokens, token_offsets = flat_from_arrays([
                 self.encode_ordinary_array(bytes(data[offsets[i] : offsets[i + 1]]).decode("utf-8"))
                 for i in range(len(offsets) - 1)])
@@ -387,9 +390,9 @@ class JitEngine:
         return lists
 
     def _encode_texts(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(tokens, counts) of texts with the fused kernel, their UTF-8 encoding included, so that a thread does
-        all the work of its piece."""
-        encoded = [text.encode("utf-8") for text in texts]
+        """(tokens, counts) of texts with the fused kernel, their normalization and UTF-8 encoding included, so
+        that a thread does all the work of its piece."""
+        encoded = [text.encode("utf-8") for text in normalized_texts(self._normalizer, texts)]
         doc_offsets = np.zeros(len(encoded) + 1, np.int64)
         np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=doc_offsets[1:])
         return self._encode_docs(np.frombuffer(b"".join(encoded), np.uint8), doc_offsets, 0, len(encoded))

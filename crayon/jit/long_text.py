@@ -154,15 +154,23 @@ def _char_offsets(data: bytes, byte_offsets: list[int]) -> list[int]:
     return np.searchsorted(_byte_offsets(data), byte_offsets).tolist()
 
 
-def utf8_of(text: str, repair: Callable[[str], str] | None = None) -> bytes:
+def utf8_of(text: str, repair: Callable[[str], str] | None = None,
+            normalize: Callable[[str], str] | None = None) -> bytes:
     """``text.encode("utf-8")``, or, for a text with no UTF-8 encoding (lone surrogates), that of ``repair(text)``
-    where ``repair`` is given: a text that has one is encoded once, not checked first."""
+    where ``repair`` is given: a text that has one is encoded once, not checked first. ``normalize`` (a
+    normalizer) then applies to the repaired text, as the reference engine applies it after the Tokenizer's
+    repair; a text it returns as is (the same str: already normalized) is still encoded once."""
     try:
-        return text.encode("utf-8")
+        encoded = text.encode("utf-8")
     except UnicodeEncodeError:
         if repair is None:
             raise
-        return repair(text).encode("utf-8")
+        text = repair(text)
+        encoded = text.encode("utf-8")
+    if normalize is None:
+        return encoded
+    normalized = normalize(text)
+    return encoded if normalized is text else normalized.encode("utf-8")
 
 
 def joined_arrays(parts: Iterable[np.ndarray]) -> np.ndarray:

@@ -760,14 +760,15 @@ def pattern_id_of(pattern: str) -> int:
     return PATTERN_IDS[name]
 
 
-def jit_pattern_of(tokenizer) -> str | None:
+def jit_pattern_of(tokenizer, *, normalizes_first: bool = False) -> str | None:
     """The name of the jit pre-tokenizer that splits exactly as ``tokenizer`` does, or None: its pre-tokenizer
-    is a known pattern's regex, used as is (no normalizer). An HF file whose pre-tokenizer is such a pattern
-    has one too, though not the tiktoken-style ``pattern`` attribute."""
+    is a known pattern's regex, used as is, and it has no normalizer (``normalizes_first``: or one, which the
+    caller applies to the text first). An HF file whose pre-tokenizer is such a pattern has one too, though not
+    the tiktoken-style ``pattern`` attribute."""
     from crayon.reference.pretokenize import PatternSpanner
 
     spanner = tokenizer.pretokenizer
-    if tokenizer.normalizer is not None or not isinstance(spanner, PatternSpanner):
+    if (tokenizer.normalizer is not None and not normalizes_first) or not isinstance(spanner, PatternSpanner):
         return None
     if tokenizer.pattern is not None and spanner.pattern != tokenizer.pattern:
         return None
