@@ -429,7 +429,8 @@ def _vocab_model_of(options: dict, sections: dict, path):
             pieces = [(tokens[i], float(score)) for i, score in enumerate(scores.tolist())]
             return UnigramModel(pieces, unk_id=options["unk_id"], byte_fallback=options["byte_fallback"],
                                 fuse_unk=options["fuse_unk"], matchable=sections["unigram.matchable"].tolist(),
-                                single_precision=options["single_precision"], dat=_stored_dat(sections, "unigram.dat"))
+                                single_precision=options["single_precision"], unk_score=options.get("unk_score"),
+                                dat=_stored_dat(sections, "unigram.dat"))
         if kind == "CharBPE":
             ranked = sections["merges.ranked"].tolist()
             return CharBytePairModel({token: i for i, token in tokens.items()},

@@ -119,7 +119,8 @@ def model_sections(model) -> tuple[dict, dict[str, np.ndarray]]:
         return {"type": "WordLevel", "unk_token": model.unk_token}, sections
     if isinstance(model, UnigramModel):
         options = {"type": "Unigram", "unk_id": model.unk_id, "byte_fallback": model.byte_fallback,
-                   "fuse_unk": model.fuse_unk, "single_precision": model.score_type == np.float32}
+                   "fuse_unk": model.fuse_unk, "single_precision": model.score_type == np.float32,
+                   "unk_score": float(model.unk_score)}
         sections = vocab_sections({i: piece.encode("utf-8") for i, (piece, _) in enumerate(model.pieces)})
         sections["unigram.scores"] = np.array([score for _, score in model.pieces], np.float64)
         sections["unigram.matchable"] = np.array(model.matchable, np.int64)
