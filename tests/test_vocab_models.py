@@ -379,6 +379,12 @@ def test_sentencepiece_models_match_on_corpora(sentencepiece_model):
     check_sentencepiece(*sentencepiece_model, [line for line in sample_text().splitlines() if line])
 
 
+def test_sentencepiece_models_match_on_a_long_text(sentencepiece_model):
+    """Some 40,000 pieces in one text: SentencePiece's Unigram brings a path score beyond ±100000 back to 0
+    (``REBASED_BEYOND``), which changes how the later sums round."""
+    check_sentencepiece(*sentencepiece_model, [" ".join(sample_text().split())[:100_000]])
+
+
 @settings(max_examples=100, deadline=None)
 @given(text=tokenizer_text)
 @example(text="\u2581\xa0")
