@@ -437,6 +437,7 @@ def _vocab_model_of(options: dict, sections: dict, path):
                                      [(tokens[left], tokens[right]) for left, right, _ in ranked],
                                      ranks=[rank for _, _, rank in ranked], unk_token=options["unk_token"],
                                      byte_fallback=options["byte_fallback"], fuse_unk=options["fuse_unk"],
+                                     user_defined=options.get("user_defined", ()),
                                      dat=_stored_dat(sections, "char_bpe.dat"))
     except (KeyError, IndexError, TypeError, ValueError, UnicodeDecodeError) as error:
         raise CartridgeError(f"{path}: its model cannot be read: {type(error).__name__}: {error}") from None

@@ -19,7 +19,7 @@ from strategies import tokenizer_text
 import crayon
 from crayon.errors import UnknownTokenError, UnsupportedComponentError
 from crayon.formats.sentencepiece import (SentencePieceFile, SentencePieceNormalizer, model_from_sentencepiece, normalize,
-                                         read_sentencepiece)
+                                         read_sentencepiece, read_sentencepiece_tokenizer)
 from crayon.jit.cache import new_piece_cache
 from crayon.jit.char_bpe import CharBytePairTables
 from crayon.jit.char_bpe import encode_spans as char_bpe_encode_spans
@@ -585,6 +585,17 @@ def test_sentencepiece_user_defined_pieces_anywhere_in_text(user_defined_model, 
     for tok in loaded:
         assert tok.encode_batch(texts) == expected
         assert [tok.encode(text) for text in texts] == expected
+
+
+def test_sentencepiece_user_defined_tokens_are_kept_in_a_cartridge(user_defined_model, tmp_path):
+    """A cartridge stores a model's user-defined tokens (BPE, char) and unknown score (Unigram): the model under a
+    pattern (SentencePiece's normalizer itself is not saved) gives the same ids once saved and reopened."""
+    spec = read_sentencepiece_tokenizer(user_defined_model[1])
+    spec.normalizer, spec.pretokenizer, spec.pattern = None, None, r"\S+|\s+"
+    tok = crayon.Tokenizer.from_spec(spec, backend="reference")
+    tok.save(tmp_path / "x.crayon")
+    texts = [normalize(read_sentencepiece(user_defined_model[1]), text) for text in USER_DEFINED_EDGES]
+    assert crayon.load(tmp_path / "x.crayon", backend="reference").encode_batch(texts) == tok.encode_batch(texts)
 
 
 def test_user_defined_tokens_are_in_no_merge():
