@@ -429,13 +429,15 @@ def _vocab_model_of(options: dict, sections: dict, path):
             pieces = [(tokens[i], float(score)) for i, score in enumerate(scores.tolist())]
             return UnigramModel(pieces, unk_id=options["unk_id"], byte_fallback=options["byte_fallback"],
                                 fuse_unk=options["fuse_unk"], matchable=sections["unigram.matchable"].tolist(),
-                                single_precision=options["single_precision"], dat=_stored_dat(sections, "unigram.dat"))
+                                single_precision=options["single_precision"], unk_score=options.get("unk_score"),
+                                dat=_stored_dat(sections, "unigram.dat"))
         if kind == "CharBPE":
             ranked = sections["merges.ranked"].tolist()
             return CharBytePairModel({token: i for i, token in tokens.items()},
                                      [(tokens[left], tokens[right]) for left, right, _ in ranked],
                                      ranks=[rank for _, _, rank in ranked], unk_token=options["unk_token"],
                                      byte_fallback=options["byte_fallback"], fuse_unk=options["fuse_unk"],
+                                     user_defined=options.get("user_defined", ()),
                                      dat=_stored_dat(sections, "char_bpe.dat"))
     except (KeyError, IndexError, TypeError, ValueError, UnicodeDecodeError) as error:
         raise CartridgeError(f"{path}: its model cannot be read: {type(error).__name__}: {error}") from None

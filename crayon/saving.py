@@ -119,7 +119,8 @@ def model_sections(model) -> tuple[dict, dict[str, np.ndarray]]:
         return {"type": "WordLevel", "unk_token": model.unk_token}, sections
     if isinstance(model, UnigramModel):
         options = {"type": "Unigram", "unk_id": model.unk_id, "byte_fallback": model.byte_fallback,
-                   "fuse_unk": model.fuse_unk, "single_precision": model.score_type == np.float32}
+                   "fuse_unk": model.fuse_unk, "single_precision": model.score_type == np.float32,
+                   "unk_score": float(model.unk_score)}
         sections = vocab_sections({i: piece.encode("utf-8") for i, (piece, _) in enumerate(model.pieces)})
         sections["unigram.scores"] = np.array([score for _, score in model.pieces], np.float64)
         sections["unigram.matchable"] = np.array(model.matchable, np.int64)
@@ -127,7 +128,7 @@ def model_sections(model) -> tuple[dict, dict[str, np.ndarray]]:
         return options, sections
     tokens = {token_id: token for token, token_id in model.vocab.items()}
     options = {"type": "CharBPE", "unk_token": None if model.unk_id is None else tokens[model.unk_id],
-               "byte_fallback": model.byte_fallback, "fuse_unk": model.fuse_unk}
+               "byte_fallback": model.byte_fallback, "fuse_unk": model.fuse_unk, "user_defined": model.user_defined}
     sections = vocab_sections({i: token.encode("utf-8") for token, i in model.vocab.items()})
     sections["merges.ranked"] = np.array(
         [(left, right, rank) for (left, right), (rank, _) in model.merges.items()], np.int64).reshape(-1, 3)

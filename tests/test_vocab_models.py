@@ -1,6 +1,6 @@
 """WordPiece, WordLevel and Unigram over the DAT: reference and jit twins against HF tokenizers' models (trained
-here in seconds on the shared corpora) and against the ``sentencepiece`` package (unigram ``.model`` files, with
-and without byte fallback), on corpora and hypothesis text."""
+here in seconds on the shared corpora) and against the ``sentencepiece`` package (unigram, bpe and char ``.model``
+files, with and without byte fallback, character maps and user-defined pieces), on corpora and hypothesis text."""
 
 import functools
 import gc
@@ -19,7 +19,7 @@ from strategies import tokenizer_text
 import crayon
 from crayon.errors import UnknownTokenError, UnsupportedComponentError
 from crayon.formats.sentencepiece import (SentencePieceFile, SentencePieceNormalizer, model_from_sentencepiece, normalize,
-                                         read_sentencepiece)
+                                         read_sentencepiece, read_sentencepiece_tokenizer)
 from crayon.jit.cache import new_piece_cache
 from crayon.jit.char_bpe import CharBytePairTables
 from crayon.jit.char_bpe import encode_spans as char_bpe_encode_spans
@@ -379,6 +379,12 @@ def test_sentencepiece_models_match_on_corpora(sentencepiece_model):
     check_sentencepiece(*sentencepiece_model, [line for line in sample_text().splitlines() if line])
 
 
+def test_sentencepiece_models_match_on_a_long_text(sentencepiece_model):
+    """Some 40,000 pieces in one text: SentencePiece's Unigram brings a path score beyond ±100000 back to 0
+    (``REBASED_BEYOND``), which changes how the later sums round."""
+    check_sentencepiece(*sentencepiece_model, [" ".join(sample_text().split())[:100_000]])
+
+
 @settings(max_examples=100, deadline=None)
 @given(text=tokenizer_text)
 @example(text="\u2581\xa0")
@@ -520,6 +526,114 @@ def test_sentencepiece_character_maps_rewrite_as_sentencepiece(nfkc_sentencepiec
         assert [normalized[start:end].tobytes().decode("utf-8") for start, end in zip(starts, starts[1:])] == expected
     for backend in ("reference", "jit"):
         assert crayon.load(path, backend=backend).encode_batch(texts) == [processor.encode(text) for text in texts]
+
+
+# overlapping ("ab", "abc", "bc"), punctuation, rewritten by nmt_nfkc ("ｘ", "Ⅸ", "ﬁ"), spaces and ▁s at their ends
+USER_DEFINED = ["<sep>", "ab", "abc", "bc", "@@", "c++", "ｘ", "Ⅸ", "ﬁ", "▁x", "a b", " b"]
+INNER_SPACE = ["e▁"]  # a ▁ after a piece's start: BPE encodes the whole text rather than a word at a time
+# (model type, normalization rule, byte fallback, INNER_SPACE too)
+USER_DEFINED_KINDS = [("unigram", "nmt_nfkc", False, False), ("unigram", "identity", True, True),
+                      ("bpe", "nmt_nfkc", True, False), ("bpe", "identity", False, True),
+                      ("char", "nmt_nfkc", True, True)]
+NEAR_USER_DEFINED = [" ", "  ", "\u2581", "\u3000", "\t", "a", "b", "c", "e", "x", "\uff41", "\uff42", "IX"]
+USER_DEFINED_TEXT = st.lists(st.sampled_from(USER_DEFINED + INNER_SPACE + NEAR_USER_DEFINED) | st.text(max_size=3),
+                             max_size=12).map("".join)
+
+
+def train_user_defined(folder, model_type: str, rule: str, byte_fallback: bool, inner_space: bool) -> str:
+    """The path of a SentencePiece model trained here with ``USER_DEFINED`` (and ``INNER_SPACE``) pieces."""
+    (folder / "train.txt").write_text("".join(training_lines()), encoding="utf-8")
+    prefix = str(folder / model_type)
+    spm.SentencePieceTrainer.train(input=str(folder / "train.txt"), model_prefix=prefix, vocab_size=1500,
+                                   model_type=model_type, normalization_rule_name=rule, byte_fallback=byte_fallback,
+                                   character_coverage=0.995, minloglevel=2,
+                                   user_defined_symbols=USER_DEFINED + (INNER_SPACE if inner_space else []))
+    return prefix + ".model"
+
+
+@pytest.fixture(scope="module", params=USER_DEFINED_KINDS, ids=lambda kind: "-".join(map(str, kind[:3])))
+def user_defined_model(request, tmp_path_factory):
+    """(processor, path, whether a piece holds an inner ▁, the tokenizer on each backend)."""
+    path = train_user_defined(tmp_path_factory.mktemp("spm-user"), *request.param)
+    return (spm.SentencePieceProcessor(model_file=path), path, request.param[3],
+            [crayon.load(path, backend=backend) for backend in ("reference", "jit")])
+
+
+USER_DEFINED_EDGES = ["ab", " abc ", "bcab", "abcabc", "@@@", "  \uff58  \u2168 \ufb01", "a b  b", "\u2581x\u2581x x",
+                      "xe\u2581 e\u2581e\u2581", "c++c++ <sep><sep>", "\uff41\uff42c", "ab\u3000ab", "\t ab\t", ""]
+
+
+def test_sentencepiece_user_defined_pieces_load_with_sentencepiece_ids(user_defined_model):
+    """User-defined pieces are kept from the character map, prevail in the Viterbi (Unigram) and are never
+    merged (BPE, char): ids of ``sentencepiece`` on both engines; BPE still goes a word at a time unless a piece
+    holds an inner ▁."""
+    processor, path, inner_space, _ = user_defined_model
+    texts = [line for line in sample_text().splitlines() if line][:300] + USER_DEFINED_EDGES
+    check_loaded(path, processor.encode, texts)
+    file = read_sentencepiece(path)
+    user_defined = {processor.piece_to_id(piece.replace(" ", "\u2581")) for piece in USER_DEFINED}
+    assert len(user_defined & {i for text in texts for i in processor.encode(text)}) >= 6
+    if file.model_type != "unigram":
+        assert model_from_sentencepiece(file).merges_never_cross("\u2581") != inner_space
+
+
+@settings(max_examples=60, deadline=None)
+@given(texts=st.lists(USER_DEFINED_TEXT, min_size=1, max_size=4))
+def test_sentencepiece_user_defined_pieces_anywhere_in_text(user_defined_model, texts):
+    processor, _, _, loaded = user_defined_model
+    expected = [processor.encode(text) for text in texts]
+    for tok in loaded:
+        assert tok.encode_batch(texts) == expected
+        assert [tok.encode(text) for text in texts] == expected
+
+
+def test_sentencepiece_user_defined_tokens_are_kept_in_a_cartridge(user_defined_model, tmp_path):
+    """A cartridge stores a model's user-defined tokens (BPE, char) and unknown score (Unigram): the model under a
+    pattern (SentencePiece's normalizer itself is not saved) gives the same ids once saved and reopened."""
+    spec = read_sentencepiece_tokenizer(user_defined_model[1])
+    spec.normalizer, spec.pretokenizer, spec.pattern = None, None, r"\S+|\s+"
+    tok = crayon.Tokenizer.from_spec(spec, backend="reference")
+    tok.save(tmp_path / "x.crayon")
+    texts = [normalize(read_sentencepiece(user_defined_model[1]), text) for text in USER_DEFINED_EDGES]
+    assert crayon.load(tmp_path / "x.crayon", backend="reference").encode_batch(texts) == tok.encode_batch(texts)
+
+
+def test_user_defined_tokens_are_in_no_merge():
+    with pytest.raises(ValueError, match="user-defined token 'ab'"):
+        CharBytePairModel({"a": 0, "b": 1, "ab": 2, "abb": 3}, [("a", "b"), ("ab", "b")], user_defined=["ab"])
+    with pytest.raises(ValueError, match="user-defined token 'c'"):
+        CharBytePairModel({"a": 0}, [], user_defined=["c"])
+
+
+@pytest.fixture(scope="module")
+def whitespace_variants(tmp_path_factory):
+    """(processor, tokenizers on both engines) of a unigram and a bpe model with user-defined pieces, each with
+    every combination of the whitespace options (the file's normalizer spec rewritten)."""
+    model_pb2 = pytest.importorskip("sentencepiece.sentencepiece_model_pb2")
+    variants = []
+    for model_type in ("unigram", "bpe"):
+        folder = tmp_path_factory.mktemp("spm-user-spaces")
+        proto = model_pb2.ModelProto.FromString(
+            open(train_user_defined(folder, model_type, "nmt_nfkc", False, True), "rb").read())
+        for index, options in enumerate(WHITESPACE_OPTIONS):
+            for name, value in options.items():
+                setattr(proto.normalizer_spec, name, value)
+            path = folder / f"{index}.model"
+            path.write_bytes(proto.SerializeToString())
+            variants.append((spm.SentencePieceProcessor(model_file=str(path)),
+                             [crayon.load(path, backend=backend) for backend in ("reference", "jit")]))
+    return variants
+
+
+@settings(max_examples=40, deadline=None)
+@given(texts=st.lists(USER_DEFINED_TEXT, min_size=1, max_size=4))
+@example(texts=USER_DEFINED_EDGES)
+def test_sentencepiece_user_defined_pieces_under_every_whitespace_option(whitespace_variants, texts):
+    """A user-defined piece's spaces are kept inside it (escaped or not), removed at its start after a space."""
+    for processor, loaded in whitespace_variants:
+        expected = [processor.encode(text) for text in texts]
+        for tok in loaded:
+            assert tok.encode_batch(texts) == expected
 
 
 def test_sentencepiece_tokens_decode_to_the_text_and_are_not_saved(sentencepiece_model, tmp_path):

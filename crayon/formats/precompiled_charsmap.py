@@ -9,8 +9,9 @@ prefix of becomes the replacement of the *shortest* such key (anything after tha
 as HF does); any other cluster is rewritten character by character, each character that is a key becoming its
 replacement. A NUL byte ends the key search. Clusters are the ``regex`` module's ``\\X``.
 
-SentencePiece itself (a ``.model``'s normalizer, ``longest_rewrites``) walks the text from its start: the
-*longest* key that starts where it stands becomes its replacement, else one character stays as it is.
+SentencePiece itself (a ``.model``'s normalizer, ``longest_rewrites``) walks the text from its start: a
+user-defined piece that starts where it stands stays as it is (the longest), else the *longest* key that starts
+there becomes its replacement, else one character stays as it is.
 """
 
 from __future__ import annotations
@@ -271,28 +272,40 @@ class CharsMap:
         firsts = bytes(np.flatnonzero(self.first_bytes).tolist())
         return re.compile(b"[" + re.escape(firsts) + b"]" if firsts else b"(?!)")
 
-    def longest_rewrites(self, text: str) -> list[tuple[str, bool]]:
-        """SentencePiece's own use of the map (its normalizer, not HF's): from the text's start, the longest key
-        found there becomes its replacement, else one character is kept. ``(piece, rewritten)`` in order, the
-        characters kept between two rewrites as one piece."""
+    def longest_rewrites(self, text: str, kept: frozenset[str] = frozenset()) -> list[tuple[str, bool]]:
+        """SentencePiece's own use of the map (its normalizer, not HF's): from the text's start, the longest of
+        ``kept`` (a ``.model``'s user-defined pieces) found there stays as it is, else the longest key found there
+        becomes its replacement, else one character is kept. ``(piece, whole)`` in order: ``whole`` for a
+        replacement or a kept string, the other characters between two of them as one piece."""
         data = text.encode("utf-8", "surrogatepass")
+        kept_regex = _longest_first(kept)
+        next_kept = kept_regex.search(data) if kept_regex is not None else None
         pieces: list[tuple[str, bool]] = []
-        kept_from = pos = 0
-        while found := self._key_first_bytes.search(data, pos):
-            start = found.start()
-            longest = None
-            for longest in self._key_ends(data, start):
-                pass
-            if longest is None:
-                pos = start + 1  # a character's first byte: the search goes on after it
-                continue
-            if kept_from < start:
-                pieces.append((data[kept_from:start].decode("utf-8", "surrogatepass"), False))
-            end, leaf = longest
-            pieces.append((self._replacement_at(leaf), True))
-            kept_from = pos = end
-        if kept_from < len(data):
-            pieces.append((data[kept_from:].decode("utf-8", "surrogatepass"), False))
+        plain_from = pos = 0
+        while True:
+            if next_kept is not None and next_kept.start() < pos:
+                next_kept = kept_regex.search(data, pos)
+            found = self._key_first_bytes.search(data, pos)
+            if next_kept is not None and (found is None or next_kept.start() <= found.start()):
+                start, end = next_kept.span()
+                piece = next_kept.group().decode("utf-8", "surrogatepass")
+            elif found is not None:
+                start = found.start()
+                longest = None
+                for longest in self._key_ends(data, start):
+                    pass
+                if longest is None:
+                    pos = start + 1  # a character's first byte: the search goes on after it
+                    continue
+                end, piece = longest[0], self._replacement_at(longest[1])
+            else:
+                break
+            if plain_from < start:
+                pieces.append((data[plain_from:start].decode("utf-8", "surrogatepass"), False))
+            pieces.append((piece, True))
+            plain_from = pos = end
+        if plain_from < len(data):
+            pieces.append((data[plain_from:].decode("utf-8", "surrogatepass"), False))
         return pieces
 
     def rewrite(self, text: str) -> str:
@@ -349,6 +362,15 @@ def _own_cluster_mask() -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=8)
+@functools.cache
+def _longest_first(strings: frozenset[str]) -> "re.Pattern[bytes] | None":
+    """A regex of the UTF-8 of ``strings`` that matches the longest one where several start, None if empty."""
+    if not strings:
+        return None
+    encoded = sorted((string.encode("utf-8") for string in strings), key=len, reverse=True)
+    return re.compile(b"|".join(map(re.escape, encoded)))
+
+
 def charsmap_from_bytes(blob: bytes) -> CharsMap:
     """The parsed map of ``blob`` (parsed maps are shared: a map's rewrite caches what it compiled)."""
     return CharsMap(blob)

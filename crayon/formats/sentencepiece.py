@@ -2,11 +2,16 @@
 
 ``read_sentencepiece(path)`` gives the pieces (string, score, type), the model type and the normalizer options;
 ``model_from_sentencepiece`` the Unigram (``crayon.reference.unigram``) or BPE over characters
-(``crayon.reference.char_bpe``) model that encodes as SentencePiece does,
+(``crayon.reference.char_bpe``) model that encodes as SentencePiece does (a char model is BPE without merges),
 and ``normalize`` SentencePiece's text preparation: the precompiled character map of its normalization rule
 (``nmt_nfkc``, the default, ``nmt_nfkc_cf``, ...; none for ``identity``), extra spaces removed, a dummy prefix,
-spaces written ``▁``. Models with user-defined pieces, or whose type is word or char, are refused naming what is
-missing.
+spaces written ``▁``. Models of type word are refused.
+
+User-defined pieces (``user_defined_symbols=`` of the trainer) are not HF's added tokens: SentencePiece cuts
+nothing out of the text. The normalizer copies one found in the raw text as it is (no character map; its spaces
+are still spaces), then the model sees the whole normalized text: Unigram scores them ``user_defined_score``
+(≥ 0, so the Viterbi nearly always takes them), BPE and char make the longest one starting at each character
+one symbol that never merges (as sentencepiece 0.2.3 does).
 """
 
 from __future__ import annotations
@@ -17,17 +22,21 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from crayon.errors import UnsupportedComponentError
 from crayon.formats.precompiled_charsmap import CharsMap, charsmap_from_bytes
 from crayon.formats.spec import TokenizerSpec
-from crayon.reference.pretokenize import WholeText
+from crayon.reference.dat import compile_dat
+from crayon.reference.pretokenize import WholeText, split_specials
 from crayon.reference.char_bpe import CharBytePairModel, merges_from_scores
-from crayon.reference.unigram import UnigramModel
+from crayon.reference.unigram import UNKNOWN_PENALTY, UnigramModel
 
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6  # SentencePiece.Type
 MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}
 SPACE = "\u2581"  # ▁
 SPACES_AND_WORDS = re.compile(" |[^ ]+")  # as the normalizer reads a text: each space, and what is between
+LARGEST_FLOAT = float(np.finfo(np.float32).max)
 
 
 @dataclass
@@ -40,6 +49,10 @@ class SentencePieceFile:
     add_dummy_prefix: bool = True
     remove_extra_whitespaces: bool = True
     escape_whitespaces: bool = True
+
+    def ids_of(self, *kinds: int) -> list[int]:
+        """The ids of the pieces of these types."""
+        return [i for i, (_, _, kind) in enumerate(self.pieces) if kind in kinds]
 
 
 def _fields(data: bytes):
@@ -113,37 +126,49 @@ def read_sentencepiece(path: str | os.PathLike) -> SentencePieceFile:
 
 
 def model_from_sentencepiece(model: SentencePieceFile) -> UnigramModel | CharBytePairModel:
-    """The model of a SentencePiece file: Unigram or BPE over characters. Normal pieces are matched in text,
-    control and unused pieces never; consecutive unknown characters are one unknown piece (or their bytes'
-    pieces with byte fallback), as SentencePiece gives them."""
-    if model.model_type not in ("unigram", "bpe"):
-        raise UnsupportedComponentError(f"SentencePiece model type {model.model_type!r} (only unigram, bpe)")
-    user_defined = [piece for piece, _, kind in model.pieces if kind == USER_DEFINED]
-    if user_defined:
-        raise UnsupportedComponentError(f"SentencePiece user-defined pieces {user_defined[:3]!r}")
-    unknown = [i for i, (_, _, kind) in enumerate(model.pieces) if kind == UNKNOWN]
-    matchable = [i for i, (_, _, kind) in enumerate(model.pieces) if kind == NORMAL]
-    if model.model_type == "bpe":
+    """The model of a SentencePiece file: Unigram, or BPE over characters (char: without merges). Normal and
+    user-defined pieces are matched in text, control and unused pieces never; consecutive unknown characters are
+    one unknown piece (or their bytes' pieces with byte fallback), as SentencePiece gives them."""
+    if model.model_type not in ("unigram", "bpe", "char"):
+        raise UnsupportedComponentError(f"SentencePiece model type {model.model_type!r} (only unigram, bpe, char)")
+    unknown = model.ids_of(UNKNOWN)
+    normal, user_defined = model.ids_of(NORMAL), model.ids_of(USER_DEFINED)
+    if model.model_type != "unigram":
         pieces = [(piece, score) for piece, score, _ in model.pieces]
-        merges, ranks = merges_from_scores(pieces, matchable)
-        vocab = {piece: i for i, (piece, _, kind) in enumerate(model.pieces) if kind in (NORMAL, UNKNOWN, BYTE)}
+        merges, ranks = merges_from_scores(pieces, normal) if model.model_type == "bpe" else ([], [])
+        vocab = {model.pieces[i][0]: i for i in model.ids_of(NORMAL, UNKNOWN, BYTE, USER_DEFINED)}
         return CharBytePairModel(vocab, merges, ranks=ranks, unk_token=model.pieces[unknown[0]][0] if unknown else None,
-                                 byte_fallback=model.byte_fallback, fuse_unk=True)
-    return UnigramModel([(piece, score) for piece, score, _ in model.pieces], unk_id=unknown[0] if unknown else None,
-                        byte_fallback=model.byte_fallback, matchable=matchable, single_precision=True)
+                                 byte_fallback=model.byte_fallback, fuse_unk=True,
+                                 user_defined=[model.pieces[i][0] for i in user_defined])
+    scores = [score for _, score, _ in model.pieces]
+    for i in user_defined:
+        scores[i] = user_defined_score(model.pieces[i][0])
+    lowest = np.float32(min((scores[i] for i in normal), default=LARGEST_FLOAT))
+    return UnigramModel([(piece, score) for (piece, _, _), score in zip(model.pieces, scores)],
+                        unk_id=unknown[0] if unknown else None, byte_fallback=model.byte_fallback,
+                        matchable=normal + user_defined, single_precision=True,
+                        unk_score=float(lowest - np.float32(UNKNOWN_PENALTY)))
 
 
-def normalize(model: SentencePieceFile, text: str, charsmap: CharsMap | None = None) -> str:
-    """SentencePiece's preparation of text: the character map's rewrites (``CharsMap.longest_rewrites``), if
-    any; then spaces (U+0020) at the start removed and runs of them made one, a dummy prefix, spaces written
-    ``▁``, and ``▁``s at the end removed. A ``▁`` in the text is kept as it is, but ends a run of spaces, and is
-    removed at the end like the spaces written ``▁`` (``encode("▁")`` is empty, ``encode("▁a")`` is ``▁``,
-    ``▁a``). Spaces inside one rewrite are kept as they are (a run of them is not made one)."""
-    if charsmap is None:
-        pieces = SPACES_AND_WORDS.findall(text)
-    else:
-        pieces = [split for piece, rewritten in charsmap.longest_rewrites(text)
-                  for split in ([piece] if rewritten else SPACES_AND_WORDS.findall(piece))]
+def user_defined_score(piece: str) -> float:
+    """A user-defined piece's Unigram score: 0.1 for each UTF-8 byte after its first, in single precision (at
+    least any normal piece's log probability, and a longer piece beats the split of the same text into shorter
+    user-defined ones)."""
+    return float(np.float32(0.1 * (len(piece.encode("utf-8")) - 1)))
+
+
+def normalize(model: SentencePieceFile, text: str, charsmap: CharsMap | None = None,
+              user_defined: frozenset[str] = frozenset()) -> str:
+    """SentencePiece's preparation of text: the user-defined pieces kept as they are and the character map's
+    rewrites (``CharsMap.longest_rewrites``), if any; then spaces (U+0020) at the start removed and runs of them
+    made one, a dummy prefix, spaces written ``▁``, and ``▁``s at the end removed. A ``▁`` in the text is kept as
+    it is, but ends a run of spaces, and is removed at the end like the spaces written ``▁`` (``encode("▁")`` is
+    empty, ``encode("▁a")`` is ``▁``, ``▁a``). Spaces inside one rewrite or user-defined piece are kept as they
+    are (a run of them is not made one); those at its start are removed after a space."""
+    whole_or_not = (split_specials(text, user_defined) if charsmap is None
+                    else charsmap.longest_rewrites(text, user_defined))
+    pieces = [split for piece, whole in whole_or_not
+              for split in ([piece] if whole else SPACES_AND_WORDS.findall(piece))]
     start = 0
     while model.remove_extra_whitespaces and start < len(pieces) and pieces[start] == " ":
         start += 1
@@ -164,34 +189,40 @@ def normalize(model: SentencePieceFile, text: str, charsmap: CharsMap | None = N
 
 
 class SentencePieceNormalizer:
-    """``normalize`` with one file's options and character map, as a Tokenizer's normalizer."""
+    """``normalize`` with one file's options, character map and user-defined pieces, as a Tokenizer's
+    normalizer."""
 
     def __init__(self, model: SentencePieceFile):
         self.model = model
         self.charsmap = charsmap_from_bytes(model.precompiled_charsmap) if model.precompiled_charsmap else None
+        self.user_defined = frozenset(model.pieces[i][0] for i in model.ids_of(USER_DEFINED))
 
     def __call__(self, text: str) -> str:
-        return normalize(self.model, text, self.charsmap)
+        return normalize(self.model, text, self.charsmap, self.user_defined)
 
     @property
     def whitespace_options(self) -> dict:
-        """The options of ``normalize`` and the character map, as ``crayon.jit.whitespace_normalizer.normalize_utf8``
-        takes them."""
+        """The options of ``normalize``, the character map and the user-defined pieces, as
+        ``crayon.jit.whitespace_normalizer.normalize_utf8`` takes them."""
         options = {"escape_whitespaces": self.model.escape_whitespaces,
                    "remove_extra_whitespaces": self.model.remove_extra_whitespaces,
                    "add_dummy_prefix": self.model.add_dummy_prefix}
         if self.charsmap is not None:
             options["charsmap"] = self.charsmap.kernel_arrays
+        if self.user_defined:
+            options["user_defined"] = compile_dat([piece.encode("utf-8") for piece in self.user_defined],
+                                                  list(range(len(self.user_defined))))
         return options
 
 
 def read_sentencepiece_tokenizer(path: str | os.PathLike) -> TokenizerSpec:
-    """The spec of a SentencePiece unigram or bpe ``.model``: its normalization, its model, and its spans.
+    """The spec of a SentencePiece unigram, bpe or char ``.model``: its normalization, its model, and its spans.
     ``Tokenizer.from_spec(...).encode(text)`` gives ``SentencePieceProcessor.encode(text)``.
 
     The model runs on the whole text. Unigram must: SentencePiece sums path scores in single precision over the
     whole text, and the rounding decides ties, so a split would change ids. BPE cuts the text itself before each
-    ``▁`` where no merge crosses one (``CharBytePairModel.merges_never_cross``), on both engines."""
+    ``▁`` where neither a merge nor a user-defined piece crosses one (``CharBytePairModel.merges_never_cross``),
+    on both engines."""
     model = read_sentencepiece(path)
     encoder = model_from_sentencepiece(model)
     return TokenizerSpec(Path(path).stem, encoder, pattern=None, normalizer=SentencePieceNormalizer(model),

@@ -1,7 +1,8 @@
 """BPE over characters in Numba: the jit twin of ``crayon.reference.char_bpe`` (identical ids), over UTF-8 bytes.
 
-The first symbols come from an exact DAT lookup of each character (byte fallback and unknown token as in the
-reference), then ``crayon.jit.bpe``'s merge loop (short spans) or heap (long spans) merges them by rank."""
+The first symbols are the user-defined tokens (the longest found in their DAT) and, elsewhere, an exact DAT lookup
+of each character (byte fallback and unknown token as in the reference), then ``crayon.jit.bpe``'s merge loop
+(short spans) or heap (long spans) merges them by rank."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ import numpy as np
 from crayon.errors import UnknownTokenError
 from crayon.jit.bpe import EMPTY, fill_pair_table, heap_merge, merge_loop, table_capacity
 from crayon.jit.cache import SMALL_CACHE_BUCKETS, new_piece_cache
-from crayon.jit.dat import lookup
+from crayon.jit.dat import longest_prefix, lookup
 from crayon.jit.lazy import njit
 from crayon.jit.word_cache import find_cached, new_word_cache, remember
 from crayon.reference.char_bpe import CharBytePairModel
+from crayon.reference.dat import compile_dat
 
 SHORT_SPAN = 16  # symbols; longer spans are merged with the heap
 SPACE = "\u2581"  # ▁
@@ -21,14 +23,16 @@ NO_TOKEN = -1  # status: a character has no token and there is no unknown token
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _first_symbols(data, start, end, dat, byte_ids, unk_id, fuse_unk, out, n):
+def _first_symbols(data, start, end, dat, user_defined, byte_ids, unk_id, fuse_unk, out, n):
     """Write the first symbols of data[start:end] from out[n]; returns the new n or NO_TOKEN."""
     pending_unknown = False
     pos = start
     while pos < end:
-        lead = data[pos]
-        length = 1 if lead < 0xC0 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
-        token_id = lookup(dat[0], dat[1], dat[2], data, pos, pos + length)
+        token_id, length = longest_prefix(user_defined[0], user_defined[1], user_defined[2], data, pos, end)
+        if length == 0:
+            lead = data[pos]
+            length = 1 if lead < 0xC0 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+            token_id = lookup(dat[0], dat[1], dat[2], data, pos, pos + length)
         if token_id >= 0:
             if pending_unknown:
                 out[n] = unk_id
@@ -74,11 +78,13 @@ def _next_cut(data, start, end, cut):
 
 
 @njit(cache=True, nogil=True)
-def encode_spans_kernel(data, span_ends, dat, byte_ids, unk_id, fuse_unk, pair_table, cut, pieces, cache, out, counts):
+def encode_spans_kernel(data, span_ends, dat, user_defined, byte_ids, unk_id, fuse_unk, pair_table, cut, pieces, cache,
+                        out, counts):
     """Encode the spans data[span_ends[i - 1]:span_ends[i]] (from 0) into ``out`` (room for one id per byte);
-    returns the number of ids or NO_TOKEN and writes each span's into ``counts``. ``byte_ids[0] == -2`` means
-    no byte fallback; each span is encoded in parts cut before each occurrence of the bytes ``cut`` (none if
-    empty; see ``CharBytePairModel.merges_never_cross``); ``pieces`` and ``cache`` are ``crayon.jit.word_cache``'s."""
+    returns the number of ids or NO_TOKEN and writes each span's into ``counts``. ``user_defined`` is the DAT of
+    the user-defined tokens; ``byte_ids[0] == -2`` means no byte fallback; each span is encoded in parts cut
+    before each occurrence of the bytes ``cut`` (none if empty; see ``CharBytePairModel.merges_never_cross``);
+    ``pieces`` and ``cache`` are ``crayon.jit.word_cache``'s."""
     longest = 0
     start = 0
     for end in span_ends:
@@ -97,7 +103,7 @@ def encode_spans_kernel(data, span_ends, dat, byte_ids, unk_id, fuse_unk, pair_t
                 n += found
                 start = end
                 continue
-            first = _first_symbols(data, start, end, dat, byte_ids, unk_id, fuse_unk, out, n)
+            first = _first_symbols(data, start, end, dat, user_defined, byte_ids, unk_id, fuse_unk, out, n)
             if first < 0:
                 return NO_TOKEN
             count = first - n
@@ -113,10 +119,13 @@ def encode_spans_kernel(data, span_ends, dat, byte_ids, unk_id, fuse_unk, pair_t
 
 
 class CharBytePairTables:
-    """The arrays the kernel takes for one model: the DAT of its tokens, the byte tokens, the pair table."""
+    """The arrays the kernel takes for one model: the DAT of its tokens and that of its user-defined tokens, the
+    byte tokens, the pair table."""
 
     def __init__(self, model: CharBytePairModel):
         self.dat = model.dat
+        self.user_defined = compile_dat([token.encode("utf-8") for token in model.user_defined],
+                                        [model.vocab[token] for token in model.user_defined])
         self.byte_ids = (np.array(model.byte_ids, np.int64) if model.byte_fallback else np.full(256, -2, np.int64))
         rows = np.array([(left, right, rank, merged) for (left, right), (rank, merged) in model.merges.items()],
                         np.int64).reshape(-1, 4)
@@ -135,8 +144,8 @@ def encode_spans(tables: CharBytePairTables, data: np.ndarray, span_ends: np.nda
     out = np.empty(len(data) + 1, np.int64)
     counts = np.empty(len(span_ends), np.int64)
     parts = len(span_ends) if len(tables.cut) == 0 else max(len(span_ends), len(data) // 6)  # ~ words, if cut
-    count = encode_spans_kernel(data, span_ends.astype(np.int64), tables.dat, tables.byte_ids, tables.unk_id,
-                                tables.fuse_unk, tables.pair_table, tables.cut,
+    count = encode_spans_kernel(data, span_ends.astype(np.int64), tables.dat, tables.user_defined, tables.byte_ids,
+                                tables.unk_id, tables.fuse_unk, tables.pair_table, tables.cut,
                                 new_piece_cache(SMALL_CACHE_BUCKETS) if pieces is None else pieces, new_word_cache(parts),
                                 out, counts)
     if count == NO_TOKEN:

@@ -9,7 +9,7 @@ from crayon.jit.cache import SMALL_CACHE_BUCKETS, new_piece_cache
 from crayon.jit.dat import interleave_dat, lookup, prefix_states
 from crayon.jit.lazy import njit
 from crayon.jit.word_cache import find_cached, new_word_cache, remember
-from crayon.reference.unigram import UnigramModel
+from crayon.reference.unigram import REBASED_BEYOND, UnigramModel
 
 
 @njit(cache=True, inline="always")
@@ -39,12 +39,12 @@ def _emit_unknown(data, start, end, dat, byte_ids, unk_id, out, n):
 
 
 @njit(cache=True, nogil=True)
-def encode_spans_kernel(data, span_ends, dat, dat_rows, starts, scores, unk_score, unk_id, fuse_unk, byte_ids, pieces, cache, out,
-                        counts):
+def encode_spans_kernel(data, span_ends, dat, dat_rows, starts, scores, unk_score, rebase, unk_id, fuse_unk, byte_ids,
+                        pieces, cache, out, counts):
     """Encode the spans data[span_ends[i - 1]:span_ends[i]] (from 0) into ``out`` (room for one id per byte);
     returns the number of ids and writes each span's into ``counts``. ``dat_rows`` is ``dat`` interleaved (the
-    common-prefix walks read it); ``byte_ids[0] == -2`` means no byte fallback; ``pieces`` and ``cache`` are
-    ``crayon.jit.word_cache``'s."""
+    common-prefix walks read it); ``rebase``: path scores beyond ±``REBASED_BEYOND`` are rebased as SentencePiece
+    does; ``byte_ids[0] == -2`` means no byte fallback; ``pieces`` and ``cache`` are ``crayon.jit.word_cache``'s."""
     longest = 0
     start = 0
     for end in span_ends:
@@ -68,8 +68,14 @@ def encode_spans_kernel(data, span_ends, dat, dat_rows, starts, scores, unk_scor
         size = span_end - span_start
         best_score[0], best_start[0] = 0, 0
         best_start[1 : size + 1] = -1
+        frontier = 0
         pos = 0
         while pos < size:
+            if rebase and (best_score[pos] < -REBASED_BEYOND or best_score[pos] > REBASED_BEYOND):
+                offset = best_score[pos]
+                for end in range(pos, frontier + 1):
+                    if end == pos or best_start[end] >= 0:
+                        best_score[end] -= offset
             char_length = _char_length(data[span_start + pos])
             one_char_piece = False
             here = best_score[pos]
@@ -80,6 +86,7 @@ def encode_spans_kernel(data, span_ends, dat, dat_rows, starts, scores, unk_scor
                 token_id = dat_rows[state, 2]
                 end = position + 1
                 if token_id >= 0:
+                    frontier = max(frontier, end)
                     score = here + scores[token_id]
                     if best_start[end] < 0 or score > best_score[end]:
                         best_score[end], best_start[end], best_id[end] = score, pos, token_id
@@ -97,6 +104,7 @@ def encode_spans_kernel(data, span_ends, dat, dat_rows, starts, scores, unk_scor
                 position = end
             if not one_char_piece:
                 end = pos + char_length
+                frontier = max(frontier, end)
                 score = best_score[pos] + unk_score
                 if best_start[end] < 0 or score > best_score[end]:
                     best_score[end], best_start[end], best_id[end] = score, pos, -1
@@ -147,7 +155,8 @@ def encode_spans(tables: UnigramTables, data: np.ndarray, span_ends: np.ndarray,
     out = np.empty(len(data) + 1, np.int64)
     counts = np.empty(len(span_ends), np.int64)
     count = encode_spans_kernel(data, span_ends.astype(np.int64), model.dat, tables.dat_rows, tables.starts, model.scores,
-                                model.unk_score, model.unk_id, model.fuse_unk, tables.byte_ids,
+                                model.unk_score, model.score_type is np.float32, model.unk_id, model.fuse_unk,
+                                tables.byte_ids,
                                 new_piece_cache(SMALL_CACHE_BUCKETS) if pieces is None else pieces,
                                 new_word_cache(len(span_ends)), out, counts)
     return out[:count], counts

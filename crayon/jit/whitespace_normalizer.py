@@ -1,12 +1,14 @@
 """Spaces written as SentencePiece's ``▁`` in Numba, over the UTF-8 bytes of many texts at once: SentencePiece's
-text preparation (``normalize_utf8``, the twin of ``crayon.formats.sentencepiece.normalize``: a character map's
-rules, extra spaces removed, a dummy prefix, spaces written ``▁``, ``▁``s at the end removed) and HF's Metaspace pre-tokenizer
-(``metaspace_pieces``, the twin of ``crayon.reference.pretokenize.metaspace_split``)."""
+text preparation (``normalize_utf8``, the twin of ``crayon.formats.sentencepiece.normalize``: user-defined pieces
+kept as they are, a character map's rules, extra spaces removed, a dummy prefix, spaces written ``▁``, ``▁``s at
+the end removed) and HF's Metaspace pre-tokenizer (``metaspace_pieces``, the twin of
+``crayon.reference.pretokenize.metaspace_split``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from crayon.jit.dat import longest_prefix
 from crayon.jit.lazy import njit
 
 
@@ -53,8 +55,8 @@ def _replacement_span(units, leaf, replacements):
 @njit(cache=True, nogil=True, inline="always")
 def _write_replacement_piece(out, n, replacements, start, stop, after_space, escape_whitespaces,
                              remove_extra_whitespaces):
-    """Write a rule's replacement as one piece: its spaces at the start dropped after a space, the others kept
-    (not made one); (bytes written in all, whether the next piece follows a space)."""
+    """Write a rule's replacement (or a user-defined piece) as one piece: its spaces at the start dropped after a
+    space, the others kept (not made one); (bytes written in all, whether the next piece follows a space)."""
     if after_space:
         while start < stop and replacements[start] == 0x20:
             start += 1
@@ -71,16 +73,25 @@ def _write_replacement_piece(out, n, replacements, start, stop, after_space, esc
 
 @njit(cache=True, nogil=True)
 def _normalize_kernel(data, text_ends, escape_whitespaces, remove_extra_whitespaces, add_dummy_prefix, units,
-                      first_bytes, first_byte_pairs, replacements, out, out_ends):
+                      first_bytes, first_byte_pairs, replacements, user_defined, out, out_ends):
     """Write each text's normalized bytes to ``out`` and its end to ``out_ends``; returns the bytes written, or
-    -1 where ``out`` is too small. The pieces a character map does not rewrite are single characters: they are
-    written byte by byte (only a space, one byte, is ever dropped)."""
+    -1 where ``out`` is too small. The pieces that are neither a user-defined piece (the longest in the DAT
+    ``user_defined`` starting there) nor rewritten by a character map are single characters: they are written
+    byte by byte (only a space, one byte, is ever dropped)."""
     has_map = units.shape[0] > 0
+    has_user_defined = user_defined[1].shape[0] > 1
     n = 0
     start = 0
     for text, end in enumerate(text_ends):
         pos = start
         while remove_extra_whitespaces and pos < end:  # the pieces that are one space, at the start
+            if has_user_defined:
+                _, length = longest_prefix(user_defined[0], user_defined[1], user_defined[2], data, pos, end)
+                if length:
+                    if length != 1 or data[pos] != 0x20:
+                        break
+                    pos += 1
+                    continue
             length = 0
             if has_map and first_bytes[data[pos]]:
                 length, leaf = _rule_at(data, pos, end, units)
@@ -96,6 +107,13 @@ def _normalize_kernel(data, text_ends, escape_whitespaces, remove_extra_whitespa
             n = _write_space(out, n, escape_whitespaces)
         after_space = remove_extra_whitespaces
         while pos < end:
+            if has_user_defined:
+                _, length = longest_prefix(user_defined[0], user_defined[1], user_defined[2], data, pos, end)
+                if length:
+                    n, after_space = _write_replacement_piece(out, n, data, pos, pos + length, after_space,
+                                                              escape_whitespaces, remove_extra_whitespaces)
+                    pos += length
+                    continue
             byte = data[pos]
             if has_map and first_bytes[byte] and (
                     pos + 1 == end or first_byte_pairs[(np.int64(byte) << 8) | data[pos + 1]]):
@@ -129,21 +147,24 @@ def _normalize_kernel(data, text_ends, escape_whitespaces, remove_extra_whitespa
 
 
 NO_CHARSMAP = (np.zeros(0, np.int64), np.zeros(256, np.bool_), np.zeros(1 << 16, np.bool_), np.zeros(0, np.uint8))
+NO_USER_DEFINED = (np.zeros(1, np.int32), np.full(1, -1, np.int32), np.full(1, -1, np.int32))  # a DAT: its root
 
 
 def normalize_utf8(data: np.ndarray, text_ends: np.ndarray, *, escape_whitespaces: bool,
                    remove_extra_whitespaces: bool, add_dummy_prefix: bool,
-                   charsmap: tuple[np.ndarray, ...] = NO_CHARSMAP) -> tuple[np.ndarray, np.ndarray]:
+                   charsmap: tuple[np.ndarray, ...] = NO_CHARSMAP,
+                   user_defined: tuple[np.ndarray, np.ndarray, np.ndarray] = NO_USER_DEFINED
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """(normalized bytes, their text ends) of the UTF-8 texts data[text_ends[i - 1]:text_ends[i]] (from 0): each
-    as ``normalize`` gives it, with these options and a character map as ``CharsMap.kernel_arrays``
-    (``SentencePieceNormalizer.whitespace_options`` gives them all)."""
+    as ``normalize`` gives it, with these options, a character map as ``CharsMap.kernel_arrays`` and the DAT of
+    the user-defined pieces (``SentencePieceNormalizer.whitespace_options`` gives them all)."""
     text_ends = text_ends.astype(np.int64)
     size = 3 * len(data) + 3 * len(text_ends)
     while True:
         out = np.empty(size, np.uint8)
         out_ends = np.empty(len(text_ends), np.int64)
         n = _normalize_kernel(data, text_ends, escape_whitespaces, remove_extra_whitespaces, add_dummy_prefix,
-                              *charsmap, out, out_ends)
+                              *charsmap, user_defined, out, out_ends)
         if n >= 0:
             return out[:n], out_ends
         size *= 2  # a rule's replacement is longer than its key

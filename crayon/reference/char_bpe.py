@@ -7,27 +7,31 @@ replaced by its merged token. This is HF tokenizers' ``BPE`` without a ByteLevel
 
 SentencePiece's own BPE merges any two adjacent symbols whose concatenation is a piece, the highest-scored
 first: ``merges_from_scores`` writes that as ranked pairs (every split of a piece into two pieces, ranked by the
-piece's score). ``crayon.jit.char_bpe`` gives identical ids.
+piece's score). Its user-defined pieces (``user_defined``) are found before merging: at each character, the
+longest one starting there is one symbol, which no merge joins. ``crayon.jit.char_bpe`` gives identical ids.
 """
 
 from __future__ import annotations
 
 import functools
+from typing import Sequence
 
 import numpy as np
 
 from crayon.errors import UnknownTokenError, UnsupportedComponentError
 from crayon.reference.dat import compile_dat
+from crayon.reference.pretokenize import special_token_regex
 from crayon.reference.unigram import piece_bytes
 
 
 class CharBytePairModel:
     """Vocabulary (token string -> id), merges (pairs of token strings, in rank order, or with the ``ranks``
-    given, equal ranks merging leftmost first) and HF's BPE options."""
+    given, equal ranks merging leftmost first), HF's BPE options and SentencePiece's user-defined tokens (in no
+    merge)."""
 
     def __init__(self, vocab: dict[str, int], merges: list[tuple[str, str]], *, ranks: list[int] | None = None,
                  unk_token: str | None = None, byte_fallback: bool = False, fuse_unk: bool = False,
-                 dat: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None):
+                 user_defined: Sequence[str] = (), dat: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None):
         if unk_token is not None and unk_token not in vocab:
             raise UnsupportedComponentError(f"BPE unk_token {unk_token!r} is not in the vocabulary")
         self.vocab = dict(vocab)
@@ -40,6 +44,11 @@ class CharBytePairModel:
                 if token not in vocab:
                     raise ValueError(f"merge {left!r} {right!r}: {token!r} is not in the vocabulary")
             self.merges.setdefault((vocab[left], vocab[right]), (rank, vocab[left + right]))
+        self.user_defined = list(user_defined)
+        in_merges = {token_id for pair in self.merges for token_id in pair}
+        for token in self.user_defined:
+            if token not in vocab or vocab[token] in in_merges:
+                raise ValueError(f"user-defined token {token!r}: not in the vocabulary, or in a merge")
         self.token_bytes = {token_id: piece_bytes(token) for token, token_id in self.vocab.items()}
         self._dat = dat
 
@@ -54,36 +63,41 @@ class CharBytePairModel:
     def first_symbols(self, text: str) -> list[tuple[int, int, int]]:
         """The symbols before any merge, each ``(id, start, end)`` with ``text[start:end]`` what it covers (HF's
         order: a pending unknown token is added at the next known character or at the end; a byte token covers
-        its whole character, as HF's offsets do)."""
+        its whole character, as HF's offsets do); a user-defined token starting at a character is its symbol."""
         symbols: list[tuple[int, int, int]] = []
         unknown_start = None  # where the pending unknown token starts
-        for index, char in enumerate(text):
-            token_id = self.vocab.get(char)
+        user_defined = special_token_regex(frozenset(self.user_defined)) if self.user_defined else None
+        index = 0
+        while index < len(text):
+            found = user_defined.match(text, index) if user_defined else None
+            end = found.end() if found else index + 1
+            token_id = self.vocab.get(text[index:end])
             if token_id is not None:
                 if unknown_start is not None:
                     symbols.append((self.unk_id, unknown_start, index))
                     unknown_start = None
-                symbols.append((token_id, index, index + 1))
-                continue
-            encoded = char.encode("utf-8")
-            if self.byte_fallback and all(self.byte_ids[byte] >= 0 for byte in encoded):
-                symbols += [(self.byte_ids[byte], index, index + 1) for byte in encoded]
-                continue
-            if self.unk_id is None:
-                raise UnknownTokenError(f"character {char!r} has no token and the model has no unk_token")
-            if unknown_start is not None and not self.fuse_unk:
-                symbols.append((self.unk_id, unknown_start, index))
-                unknown_start = None
-            unknown_start = index if unknown_start is None else unknown_start
+                symbols.append((token_id, index, end))
+            else:
+                encoded = text[index].encode("utf-8")
+                if self.byte_fallback and all(self.byte_ids[byte] >= 0 for byte in encoded):
+                    symbols += [(self.byte_ids[byte], index, end) for byte in encoded]
+                elif self.unk_id is None:
+                    raise UnknownTokenError(f"character {text[index]!r} has no token and the model has no unk_token")
+                else:
+                    if unknown_start is not None and not self.fuse_unk:
+                        symbols.append((self.unk_id, unknown_start, index))
+                        unknown_start = None
+                    unknown_start = index if unknown_start is None else unknown_start
+            index = end
         if unknown_start is not None:
             symbols.append((self.unk_id, unknown_start, len(text)))
         return symbols
 
     def merges_never_cross(self, char: str) -> bool:
         """Whether a span cut before each ``char`` gives the same ids: ``char`` has a token (so it is a symbol of
-        its own, never in a run of unknown characters or byte pieces) and no merge joins a symbol to one that
-        starts with ``char``, so no symbol ever spans a cut."""
-        if char not in self.vocab:
+        its own, never in a run of unknown characters or byte pieces), no user-defined token holds it after its
+        start, and no merge joins a symbol to one that starts with ``char``, so no symbol ever spans a cut."""
+        if char not in self.vocab or any(char in token[1:] for token in self.user_defined):
             return False
         starting = {token_id for token, token_id in self.vocab.items() if token.startswith(char)}
         return not any(right in starting for _, right in self.merges)

@@ -7,7 +7,7 @@ search of the DAT gives every piece starting there; ``best[end]`` keeps the best
 one-character piece covers may be the unknown piece, scored ``min score - 10``. Consecutive unknown characters are
 fused into one unknown token (``fuse_unk``); with ``byte_fallback`` an unknown stretch becomes its bytes' tokens
 ``<0xXX>`` when all of them exist. This is HF tokenizers' ``Unigram.tokenize`` (and SentencePiece's encoder, for
-a model read from a ``.model`` file without user-defined pieces: see ``crayon.formats.sentencepiece``).
+a model read from a ``.model`` file: see ``crayon.formats.sentencepiece``).
 
 ``crayon.jit.unigram`` gives identical ids.
 """
@@ -20,6 +20,7 @@ from crayon.errors import UnsupportedComponentError
 from crayon.reference.dat import compile_dat, lookup, transition
 
 UNKNOWN_PENALTY = 10.0
+REBASED_BEYOND = 100_000.0  # SentencePiece (0.2.3) brings a path score beyond +-this back to 0
 
 
 class UnigramModel:
@@ -28,12 +29,14 @@ class UnigramModel:
     ``matchable`` (default: every piece) are the ids the Viterbi may use; SentencePiece never matches its
     control pieces (``<s>``, ``</s>``) or unused ones in text. Path scores are summed in double precision as
     HF does, or in single precision (``single_precision``) as SentencePiece does: the rounding decides between
-    splits whose scores tie.
+    splits whose scores tie, and where the best path to a character boundary scores beyond ±``REBASED_BEYOND``,
+    that score is subtracted from those of the paths found so far from there on. ``unk_score`` is an unknown
+    character's score (default: the lowest matchable score - 10).
     """
 
     def __init__(self, pieces: list[tuple[str, float]], *, unk_id: int | None, byte_fallback: bool = False,
                  fuse_unk: bool = True, matchable: list[int] | None = None, single_precision: bool = False,
-                 dat: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None):
+                 unk_score: float | None = None, dat: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None):
         if unk_id is not None and not 0 <= unk_id < len(pieces):
             raise UnsupportedComponentError(f"Unigram unk_id {unk_id} is outside the {len(pieces)} pieces")
         self.pieces = [(piece, float(score)) for piece, score in pieces]
@@ -45,7 +48,9 @@ class UnigramModel:
         matchable = self.matchable
         self.score_type = np.float32 if single_precision else np.float64
         self.scores = np.array([score for _, score in self.pieces], self.score_type)
-        self.unk_score = self.scores[list(matchable)].min(initial=0.0) - self.score_type(UNKNOWN_PENALTY)
+        if unk_score is None:
+            unk_score = self.scores[list(matchable)].min(initial=0.0) - self.score_type(UNKNOWN_PENALTY)
+        self.unk_score = self.score_type(unk_score)
         # the DAT of the matchable pieces (``dat``: one built before, as a cartridge stores it)
         self.dat = dat if dat is not None else compile_dat([self.pieces[i][0].encode("utf-8") for i in matchable],
                                                            list(matchable))
@@ -58,8 +63,14 @@ class UnigramModel:
         best_start = [0] + [-1] * len(data)
         best_id = [-1] * (len(data) + 1)
         base, check, values = self.dat
+        frontier = 0  # the furthest end of a piece found so far
         start = 0
         while start < len(data):
+            if self.score_type is np.float32 and not -REBASED_BEYOND <= best_score[start] <= REBASED_BEYOND:
+                offset = best_score[start]
+                for end in range(start, frontier + 1):
+                    if end == start or best_start[end] >= 0:
+                        best_score[end] -= offset
             char_length = _char_length(data, start)
             has_one_char_piece = False
             state = 0
@@ -71,12 +82,14 @@ class UnigramModel:
                 if token_id < 0:
                     continue
                 end = position + 1
+                frontier = max(frontier, end)
                 score = best_score[start] + self.scores[token_id]
                 if best_start[end] < 0 or score > best_score[end]:
                     best_score[end], best_start[end], best_id[end] = score, start, token_id
                 has_one_char_piece |= end - start == char_length
             if not has_one_char_piece:
                 end = start + char_length
+                frontier = max(frontier, end)
                 score = best_score[start] + self.unk_score
                 if best_start[end] < 0 or score > best_score[end]:
                     best_score[end], best_start[end], best_id[end] = score, start, -1
