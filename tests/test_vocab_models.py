@@ -424,6 +424,10 @@ def test_sentencepiece_files_it_cannot_read_exactly_are_refused(tmp_path):
                                    model_type="word", normalization_rule_name="identity", minloglevel=2)
     with pytest.raises(UnsupportedComponentError, match="'word'"):
         model_from_sentencepiece(read_sentencepiece(prefix + ".model"))
+    spm.SentencePieceTrainer.train(input=str(tmp_path / "train.txt"), model_prefix=prefix + "-suffix", vocab_size=300,
+                                   treat_whitespace_as_suffix=True, minloglevel=2)
+    with pytest.raises(UnsupportedComponentError, match="treat_whitespace_as_suffix"):
+        crayon.load(prefix + "-suffix.model")
 
 
 # ---- whole tokenizers: crayon.load of a tokenizer.json or a .model, on both engines -------------------------

@@ -49,6 +49,7 @@ class SentencePieceFile:
     add_dummy_prefix: bool = True
     remove_extra_whitespaces: bool = True
     escape_whitespaces: bool = True
+    treat_whitespace_as_suffix: bool = False
 
     def ids_of(self, *kinds: int) -> list[int]:
         """The ids of the pieces of these types."""
@@ -108,6 +109,8 @@ def read_sentencepiece(path: str | os.PathLike) -> SentencePieceFile:
             for inner, _, inner_value in _fields(value):
                 if inner == 3:
                     model.model_type = MODEL_TYPES.get(inner_value, str(inner_value))
+                elif inner == 24:
+                    model.treat_whitespace_as_suffix = bool(inner_value)
                 elif inner == 35:
                     model.byte_fallback = bool(inner_value)
         elif number == 3:  # normalizer_spec
@@ -131,6 +134,9 @@ def model_from_sentencepiece(model: SentencePieceFile) -> UnigramModel | CharByt
     one unknown piece (or their bytes' pieces with byte fallback), as SentencePiece gives them."""
     if model.model_type not in ("unigram", "bpe", "char"):
         raise UnsupportedComponentError(f"SentencePiece model type {model.model_type!r} (only unigram, bpe, char)")
+    if model.treat_whitespace_as_suffix:
+        raise UnsupportedComponentError("SentencePiece treat_whitespace_as_suffix (the ▁ ends a word instead of "
+                                        "starting it)")
     unknown = model.ids_of(UNKNOWN)
     normal, user_defined = model.ids_of(NORMAL), model.ids_of(USER_DEFINED)
     if model.model_type != "unigram":
