@@ -383,8 +383,11 @@ BATCH_EDGES = ["", " ", "  a  ", "\u2581", "\u2581\u2581x", "x \u2581 y", "", "e
 
 @pytest.mark.parametrize("name", ["T5Tokenizer", "AlbertTokenizer", "XLNetTokenizer"])
 def test_metaspace_families_run_compiled_with_hf_ids(family_files, name):
+    """The normalizer's steps from Precompiled on run on bytes (``crayon.jit.precompiled_normalizer``)."""
     lines = [line for line in sample_text().splitlines() if line][:3000]
-    check_compiled_family(family_files[name], [sample_text()[:60_000], *BATCH_EDGES, *lines])
+    edges = [*BATCH_EDGES, "e\u0301\ufb01\u0301 \r\n\u1100\u1161\u11a8 \U0001F1FA\U0001F1F8 \u0915\u094d\u0937  "]
+    ours = check_compiled_family(family_files[name], [sample_text()[:60_000], *edges, *lines])
+    assert ours.engine.precompiled_normalizer is not None
 
 
 @pytest.mark.parametrize("name", ["llama2", "mistral"])
