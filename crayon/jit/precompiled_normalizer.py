@@ -21,7 +21,7 @@ import regex
 
 from crayon.jit.lazy import njit
 from crayon.jit.pretokenize import decode_multibyte
-from crayon.jit.whitespace_normalizer import key_at, replacement_span
+from crayon.jit.whitespace_normalizer import bytes_at, key_at, replacement_span, write_bytes
 
 # A character's grapheme class: its Grapheme_Cluster_Break in the low 4 bits, flags above; the kernel's table adds
 # STARTS_KEY, whether some key of the character map may start with the character.
@@ -245,14 +245,6 @@ def _strip_kernel(data, text_ends, left, right, white_space, out, out_ends):
     return n
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _write(out, n, content):
-    for byte in content:
-        out[n] = byte
-        n += 1
-    return n
-
-
 @njit(cache=True, nogil=True)
 def _replace_kernel(data, text_ends, pattern, content, out, out_ends):
     """Write each text with every occurrence of ``pattern`` (leftmost first, not overlapping) made ``content``."""
@@ -262,15 +254,10 @@ def _replace_kernel(data, text_ends, pattern, content, out, out_ends):
         end = text_ends[text]
         pos = start
         while pos < end:
-            found = pos + pattern.shape[0] <= end
-            for i in range(pattern.shape[0]):
-                if not found or data[pos + i] != pattern[i]:
-                    found = False
-                    break
-            if found:
+            if bytes_at(data, pos, end, pattern):
                 if n + content.shape[0] + data.shape[0] - pos > out.shape[0]:
                     return GROWS
-                n = _write(out, n, content)
+                n = write_bytes(out, n, content)
                 pos += pattern.shape[0]
             else:
                 out[n] = data[pos]
@@ -301,7 +288,7 @@ def _replace_runs_kernel(data, text_ends, byte, shortest, content, out, out_ends
             if run_end - pos >= shortest:
                 if n + content.shape[0] + data.shape[0] - run_end > out.shape[0]:
                     return GROWS
-                n = _write(out, n, content)
+                n = write_bytes(out, n, content)
             else:
                 out[n : n + run_end - pos] = data[pos:run_end]
                 n += run_end - pos
@@ -331,7 +318,10 @@ def _as_bytes(text: str) -> np.ndarray:
 
 class PrecompiledNormalizer:
     """A normalizer whose last steps rewrite UTF-8 bytes, ``Precompiled`` among them: ``normalize_before`` runs
-    the steps before them (in Python), ``normalize_utf8`` those steps over the bytes of many texts."""
+    the steps before them (in Python), ``normalize_utf8`` those steps over the bytes of many texts. The rewrites,
+    as the steps' ``utf8_rewrite`` gives them: ("precompiled", the trie's units, the replacements, whether a key
+    starts with each code point or None, whether one starts with each byte), ("strip", left, right, the white space
+    code points), ("replace", string, content), ("replace_runs", character, shortest run, content)."""
 
     def __init__(self, python_steps: Sequence, rewrites: Sequence[tuple]):
         self.python_steps = list(python_steps)

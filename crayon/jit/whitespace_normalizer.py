@@ -174,7 +174,8 @@ def normalize_utf8(data: np.ndarray, text_ends: np.ndarray, *, escape_whitespace
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _write_replacement(out, n, replacement):
+def write_bytes(out, n, replacement):
+    """Write ``replacement`` to out[n:]; returns where it ends."""
     for byte in replacement:
         out[n] = byte
         n += 1
@@ -182,7 +183,8 @@ def _write_replacement(out, n, replacement):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _is_replacement(data, pos, stop, replacement):
+def bytes_at(data, pos, stop, replacement):
+    """Whether data[pos:stop] starts with ``replacement``."""
     if pos + len(replacement) > stop:
         return False
     for i in range(len(replacement)):
@@ -209,20 +211,20 @@ def _metaspace_kernel(data, piece_ends, piece_kept, replacement, prepend, split,
         else:
             piece_start = n
             if (prepend and stop > start and data[start] != 0x20
-                    and not _is_replacement(data, start, stop, replacement)):
-                n = _write_replacement(out, n, replacement)
+                    and not bytes_at(data, start, stop, replacement)):
+                n = write_bytes(out, n, replacement)
             pos = start
             while pos < stop:
                 is_space = data[pos] == 0x20
                 length = 1
-                if not is_space and _is_replacement(data, pos, stop, replacement):
+                if not is_space and bytes_at(data, pos, stop, replacement):
                     is_space, length = True, len(replacement)
                 if is_space:
                     if split and n > piece_start:  # a piece ends before each replacement
                         out_ends[count], out_kept[count] = n, 1
                         count += 1
                         piece_start = n
-                    n = _write_replacement(out, n, replacement)
+                    n = write_bytes(out, n, replacement)
                 else:
                     out[n] = data[pos]
                     n += 1
