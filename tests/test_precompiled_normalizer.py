@@ -120,10 +120,18 @@ def test_every_assigned_code_point(charsmaps, name):
         hf_normalizer(spec).normalize_str(text)]
 
 
+# the characters of the rules that look further back than one character: GB9c (a consonant, a nukta, a virama),
+# GB11 (pictographs, an accent, a ZWJ), GB12-13 (regional indicators)
+CONTEXT_CHARS = ["a", "\u00a0", "\u0915", "\u093c", "\u094d", "\u00a9", "\u0300", "\u200d", "\U0001F1FA",
+                 "\U0001F1F8"]
+
+
 def test_every_short_sequence_of_cluster_classes(charsmap):
-    """Every sequence of up to three characters of the classes, one text each."""
+    """Every sequence of up to three characters of the classes, and of four of the characters whose clusters
+    depend on more than the character before, one text each."""
     texts = ["".join(chars) for length in range(1, 4) for chars in itertools.product(CLASS_CHARS, repeat=length)]
-    assert_same(precompiled_spec(charsmap), texts)
+    assert_same(precompiled_spec(charsmap), texts + ["".join(chars) for chars in itertools.product(CONTEXT_CHARS,
+                                                                                                   repeat=4)])
 
 
 cluster_text = st.lists(st.sampled_from(CLASS_CHARS), max_size=30).map("".join)
