@@ -4,6 +4,7 @@ code point, on every short sequence of characters of every grapheme cluster clas
 corpora, for SentencePiece's own maps and a map whose keys are characters of every class."""
 
 import base64
+import functools
 import itertools
 import json
 import unicodedata
@@ -77,7 +78,7 @@ def jit_normalize(twin: PrecompiledNormalizer, texts: list[str]) -> list[str]:
     texts = twin.normalize_before(texts)
     encoded = [text.encode("utf-8") for text in texts]
     ends = np.cumsum([len(text) for text in encoded], dtype=np.int64)
-    data, out_ends = twin.normalize_utf8(np.frombuffer(b"".join(encoded), np.uint8), ends)
+    data, out_ends = twin.normalize_utf8(texts, np.frombuffer(b"".join(encoded), np.uint8), ends)
     joined, starts = data.tobytes(), [0, *out_ends.tolist()]
     return [joined[start:end].decode("utf-8") for start, end in zip(starts, starts[1:])]
 
@@ -89,12 +90,20 @@ def hf_normalizer(spec: dict):
     })).normalizer
 
 
-def three_ways(spec: dict, texts: list[str]) -> tuple[list[str], list[str], list[str]]:
-    """(the jit kernels', the reference's, HF's) text of each text, with the normalizer of ``spec``."""
+@functools.lru_cache(maxsize=None)
+def normalizers_of(spec_json: str) -> tuple:
+    """(the reference, its jit twin, HF's) normalizer of a tokenizer.json object (its JSON), built once: a twin
+    with character steps builds their table (a fraction of a second)."""
+    spec = json.loads(spec_json)
     ours = normalizer_from_hf(spec)
     twin = precompiled_normalizer_of(ours)
     assert twin is not None
-    hf = hf_normalizer(spec)
+    return ours, twin, hf_normalizer(spec)
+
+
+def three_ways(spec: dict, texts: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """(the jit kernels', the reference's, HF's) text of each text, with the normalizer of ``spec``."""
+    ours, twin, hf = normalizers_of(json.dumps(spec))
     return jit_normalize(twin, texts), [ours(text) for text in texts], [hf.normalize_str(text) for text in texts]
 
 
@@ -168,8 +177,9 @@ def corpus_lines() -> list[str]:
 @pytest.mark.parametrize("spec_of", [precompiled_spec, t5_spec, albert_spec], ids=["precompiled", "t5", "albert"])
 def test_corpora(charsmap, spec_of):
     spec = spec_of(charsmap)
-    twin = precompiled_normalizer_of(normalizer_from_hf(spec))
-    assert len(twin.python_steps) == (5 if spec_of is albert_spec else 0)
+    _, twin, _ = normalizers_of(json.dumps(spec))
+    assert len(twin.python_steps) == (3 if spec_of is albert_spec else 0)  # StripAccents, Lowercase on bytes
+    assert (twin.character_normalizer is not None) == (spec_of is albert_spec)
     assert_same(spec, corpus_lines())
 
 
@@ -194,7 +204,7 @@ spacey_text = st.lists(st.sampled_from([" ", "  ", "a", "aa", "\u00e9", "`", "\t
 @given(texts=st.lists(st.one_of(tokenizer_text, spacey_text), min_size=1, max_size=4),
        step=st.sampled_from(BYTE_STEPS))
 def test_byte_steps_match_hf(texts, step):
-    twin = PrecompiledNormalizer([], [step.utf8_rewrite()])
+    twin = PrecompiledNormalizer([], [], [step.utf8_rewrite()])
     hf = hf_normalizer(step.to_hf())
     assert jit_normalize(twin, texts) == [hf.normalize_str(text) for text in texts] == [step(text) for text in texts]
 
@@ -214,7 +224,7 @@ def test_maps_with_a_key_ending_inside_a_character_look_keys_up_from_the_first_b
     inside a character), the kernel walks the trie from every character whose first byte starts one: same text."""
     spec = precompiled_spec(charsmap)
     units, replacements, _, first_bytes = normalizer_from_hf(spec).utf8_rewrite()[1:]
-    by_first_byte = PrecompiledNormalizer([], [("precompiled", units, replacements, None, first_bytes)])
+    by_first_byte = PrecompiledNormalizer([], [], [("precompiled", units, replacements, None, first_bytes)])
     texts = corpus_lines()[:3000] + ["".join(chars) for chars in itertools.product(CLASS_CHARS, repeat=2)]
     assert jit_normalize(by_first_byte, texts) == jit_normalize(precompiled_normalizer_of(normalizer_from_hf(spec)),
                                                                 texts)
@@ -233,4 +243,4 @@ def test_bytes_that_are_not_utf8_are_refused(charsmaps):
     twin = precompiled_normalizer_of(normalizer_from_hf(precompiled_spec(charsmaps["nmt_nfkc"])))
     data = np.frombuffer("abc\u00e9".encode()[:-1] + b"x", np.uint8)
     with pytest.raises(ValueError, match="not UTF-8"):
-        twin.normalize_utf8(data, np.array([len(data)]))
+        twin.normalize_utf8([""], data, np.array([len(data)]))  # no text has these bytes

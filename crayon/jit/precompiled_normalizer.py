@@ -2,7 +2,8 @@
 ``crayon.formats.precompiled_charsmap.CharsMap.rewrite``) and the byte rewrites that follow it in HF files
 (``Strip``, ``Replace`` of a string or of runs of one character) in Numba, over the UTF-8 bytes of many texts at
 once. ``precompiled_normalizer_of`` takes a normalizer (an HF ``Sequence`` or one step) whose last steps are such
-rewrites, one of them ``Precompiled``, from each step's ``utf8_rewrite``; the steps before them stay in Python.
+rewrites, one of them ``Precompiled``, from each step's ``utf8_rewrite``; steps of each character on its own just
+before them (ALBERT's StripAccents, Lowercase) run as ``crayon.jit.character_normalizer``, the others in Python.
 
 HF walks the text one extended grapheme cluster at a time (a cluster of fewer than 6 bytes that starts a key
 becomes the replacement of the shortest key it starts with, the rest of it dropped; any other cluster is
@@ -19,6 +20,7 @@ from typing import Sequence
 import numpy as np
 import regex
 
+from crayon.jit.character_normalizer import CharacterNormalizer
 from crayon.jit.lazy import njit
 from crayon.jit.pretokenize import decode_multibyte
 from crayon.jit.whitespace_normalizer import bytes_at, key_at, replacement_span, write_bytes
@@ -318,13 +320,20 @@ def _as_bytes(text: str) -> np.ndarray:
 
 class PrecompiledNormalizer:
     """A normalizer whose last steps rewrite UTF-8 bytes, ``Precompiled`` among them: ``normalize_before`` runs
-    the steps before them (in Python), ``normalize_utf8`` those steps over the bytes of many texts. The rewrites,
+    the steps before them in Python, ``normalize_utf8`` the steps of each character on its own (``per_character``
+    ones, with a ``character_table``) after those and the rewrites over the bytes of many texts. The rewrites,
     as the steps' ``utf8_rewrite`` gives them: ("precompiled", the trie's units, the replacements, whether a key
     starts with each code point or None, whether one starts with each byte), ("strip", left, right, the white space
     code points), ("replace", string, content), ("replace_runs", character, shortest run, content)."""
 
-    def __init__(self, python_steps: Sequence, rewrites: Sequence[tuple]):
+    def __init__(self, python_steps: Sequence, character_steps: Sequence, rewrites: Sequence[tuple]):
         self.python_steps = list(python_steps)
+        self.character_normalizer = None
+        if character_steps:
+            table = functools.reduce(lambda first, later: first.then(later),
+                                     [step.character_table() for step in character_steps])
+            self.character_normalizer = CharacterNormalizer(
+                lambda text: functools.reduce(lambda text, step: step(text), character_steps, text), table)
         self._steps = []
         for kind, *arguments in rewrites:
             if kind == "precompiled":
@@ -349,9 +358,12 @@ class PrecompiledNormalizer:
             texts = step.normalize_batch(texts)
         return texts
 
-    def normalize_utf8(self, data: np.ndarray, text_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(rewritten bytes, their text ends) of the UTF-8 texts data[text_ends[i - 1]:text_ends[i]] (from 0),
-        after ``normalize_before``."""
+    def normalize_utf8(self, texts: Sequence[str], data: np.ndarray,
+                       text_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(rewritten bytes, their text ends) of ``texts`` (after ``normalize_before``), whose UTF-8 bytes are
+        data[text_ends[i - 1]:text_ends[i]] (from 0)."""
+        if self.character_normalizer is not None:
+            data, text_ends = self.character_normalizer.normalize_utf8(texts, data, text_ends)
         text_ends = text_ends.astype(np.int64)
         for kernel, tables in self._steps:
             size = len(data) + len(data) // 2 + 16
@@ -378,4 +390,7 @@ def precompiled_normalizer_of(normalizer) -> PrecompiledNormalizer | None:
         steps.pop()
     if not any(kind == "precompiled" for kind, *_ in rewrites):
         return None
-    return PrecompiledNormalizer(steps, rewrites)
+    character_steps = []
+    while steps and getattr(steps[-1], "per_character", False):
+        character_steps.insert(0, steps.pop())
+    return PrecompiledNormalizer(steps, character_steps, rewrites)

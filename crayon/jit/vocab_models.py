@@ -110,8 +110,9 @@ class VocabModelEngine:
             data, text_ends = self.character_normalizer.normalize_utf8(texts, data, text_ends)
             data.flags.writeable = False
         elif self.precompiled_normalizer is not None:  # likewise, the normalizer's steps from Precompiled on
-            data, text_ends = self.precompiled_normalizer.normalize_utf8(
-                *self.compiled_splits.prepare_batch(self.precompiled_normalizer.normalize_before(texts)))
+            texts = self.precompiled_normalizer.normalize_before(texts)
+            data, text_ends = self.compiled_splits.prepare_batch(texts)
+            data, text_ends = self.precompiled_normalizer.normalize_utf8(texts, data, text_ends)
             data.flags.writeable = False
         else:
             data, text_ends = self.compiled_splits.prepare_batch(normalized_texts(self._normalizer, texts))
