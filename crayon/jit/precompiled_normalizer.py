@@ -235,7 +235,7 @@ def _strip_kernel(data, text_ends, left, right, white_space, out, out_ends):
             first += width
         while right and last > first:
             char_start = last - 1
-            while data[char_start] & 0xC0 == 0x80:
+            while char_start > first and data[char_start] & 0xC0 == 0x80:
                 char_start -= 1
             if _white_space_width(data, char_start, last, white_space) == 0:
                 break
