@@ -127,6 +127,14 @@ def test_precompiled_matches_hf_where_clusters_meet(charsmap, text):
     assert ours(text) == hf.normalize_str(text)
 
 
+def test_precompiled_cuts_a_cluster_before_a_consonant_after_a_virama_that_follows_no_consonant(charsmap):
+    """The regex module's \\X joins U+0915 to the virama before it whatever precedes; UAX #29 (and HF) only after a
+    consonant: the no-break space and the virama are a cluster of 5 bytes, so the virama goes with its rule."""
+    ours, hf = precompiled_pair(charsmap)
+    for text in ("\u00a0\u094d\u0915", "x\u00a0\u094d\u0937\u093f", "\u0915\u094d\u0937 \u00a0\u094d\u094d\u0915"):
+        assert ours(text) == hf.normalize_str(text)
+
+
 def test_a_damaged_charsmap_is_refused():
     for spec in ({"type": "Precompiled", "precompiled_charsmap": "not base64!"},
                  {"type": "Precompiled", "precompiled_charsmap": "AAAA"}):
@@ -375,8 +383,11 @@ BATCH_EDGES = ["", " ", "  a  ", "\u2581", "\u2581\u2581x", "x \u2581 y", "", "e
 
 @pytest.mark.parametrize("name", ["T5Tokenizer", "AlbertTokenizer", "XLNetTokenizer"])
 def test_metaspace_families_run_compiled_with_hf_ids(family_files, name):
+    """The normalizer's steps from Precompiled on run on bytes (``crayon.jit.precompiled_normalizer``)."""
     lines = [line for line in sample_text().splitlines() if line][:3000]
-    check_compiled_family(family_files[name], [sample_text()[:60_000], *BATCH_EDGES, *lines])
+    edges = [*BATCH_EDGES, "e\u0301\ufb01\u0301 \r\n\u1100\u1161\u11a8 \U0001F1FA\U0001F1F8 \u0915\u094d\u0937  "]
+    ours = check_compiled_family(family_files[name], [sample_text()[:60_000], *edges, *lines])
+    assert ours.engine.precompiled_normalizer is not None
 
 
 @pytest.mark.parametrize("name", ["llama2", "mistral"])

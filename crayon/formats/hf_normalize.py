@@ -114,6 +114,11 @@ class Normalizer:
         raise UnsupportedComponentError(f"the character offsets of tokens after the {type(self).__name__} "
                                         "normalizer are not implemented")
 
+    def utf8_rewrite(self) -> tuple | None:
+        """The normalizer as a rewrite of UTF-8 bytes that ``crayon.jit.precompiled_normalizer`` runs (a kind, then
+        its arguments), or None where it is not one."""
+        return None
+
     def normalize_batch(self, texts: Sequence[str]) -> list[str]:
         """``[self(text) for text in texts]``, in one call on the texts joined by the ``batch_separator`` where
         the normalizer has one and no text holds it."""
@@ -312,6 +317,11 @@ _LOWERCASE = Lowercase()
 _WHITE_SPACE_RUN = regex.compile(pin_unicode_classes(r"\p{White_Space}+"))
 
 
+@functools.lru_cache(maxsize=1)
+def _white_space_code_points() -> np.ndarray:
+    return np.flatnonzero(code_point_mask(bool, pin_unicode_classes(r"\p{White_Space}")))
+
+
 class Strip(Normalizer):
     """HF ``Strip``: remove white space (the Unicode White_Space property) on the left and/or right."""
 
@@ -327,6 +337,9 @@ class Strip(Normalizer):
         if not text or not ((self.left and text[0].isspace()) or (self.right and text[-1].isspace())):
             return text
         return self._pattern.sub("", text)
+
+    def utf8_rewrite(self) -> tuple:
+        return "strip", self.left, self.right, _white_space_code_points()
 
     def align(self, text: AlignedText) -> AlignedText:
         stripped = self(text.text)
@@ -539,6 +552,13 @@ class Replace(Normalizer):
             self.content if is_match else text[start:end] for start, end, is_match in find_matches(self._regex, text)
         )
 
+    def utf8_rewrite(self) -> tuple | None:
+        if not self.is_regex:
+            return ("replace", self.pattern, self.content) if self.pattern else None
+        # runs of one character: "x+" or "x{n,}" (greedy, so each whole run of at least n)
+        runs = regex.fullmatch(r"([ !\"#%&',\-/0-9:;<=>@A-Z_`a-z~])(?:\+|\{([1-9][0-9]*),\})", self.pattern)
+        return None if runs is None else ("replace_runs", runs[1], int(runs[2] or 1), self.content)
+
     def align(self, text: AlignedText) -> AlignedText:
         """Each match's characters removed and ``content`` put in their place, each of its characters with the
         span of the match's last character (of the one before an empty match; ``(0, 0)`` at the start)."""
@@ -614,6 +634,10 @@ class Precompiled(Normalizer):
 
     def __call__(self, text: str) -> str:
         return self.charsmap.rewrite(text)
+
+    def utf8_rewrite(self) -> tuple:
+        charsmap = self.charsmap
+        return "precompiled", charsmap.units, charsmap.replacement_bytes, charsmap.starts_key, charsmap.first_bytes
 
     def align(self, text: AlignedText) -> AlignedText:
         changes = self.charsmap.rewrite_changes(text.text)

@@ -7,7 +7,8 @@ UTF-8 strings and whose values are offsets into the rest: replacement strings, e
 HF walks the text one extended grapheme cluster at a time. A cluster shorter than 6 UTF-8 bytes that some key is a
 prefix of becomes the replacement of the *shortest* such key (anything after that key in the cluster is dropped,
 as HF does); any other cluster is rewritten character by character, each character that is a key becoming its
-replacement. A NUL byte ends the key search. Clusters are the ``regex`` module's ``\\X``.
+replacement. A NUL byte ends the key search. Clusters are the ``regex`` module's ``\\X``, cut before each consonant
+that it joins to a virama that follows no consonant (UAX #29's rule GB9c, which HF follows, joins only those).
 
 SentencePiece itself (a ``.model``'s normalizer, ``longest_rewrites``) walks the text from its start: a
 user-defined piece that starts where it stands stays as it is (the longest), else the *longest* key that starts
@@ -212,7 +213,7 @@ class CharsMap:
                 char, change = changes[-1]
                 changes[-1] = (char, change + grown)
 
-        for cluster in _CLUSTER.findall(text):
+        for cluster in _clusters(text, 0, len(text)):
             if len(cluster.encode("utf-8")) < _SHORT_CLUSTER_BYTES:
                 whole = self.shortest_rule(cluster)
                 if whole is not None:
@@ -340,11 +341,33 @@ class CharsMap:
             if by_character[start]:
                 pieces.append(out[ends[start - 1] if start else 0 : ends[end - 1]].tobytes().decode("utf-32-le"))
             else:
-                pieces.append("".join(map(self.rewrite_cluster, _CLUSTER.findall(text, start, end))))
+                pieces.append("".join(map(self.rewrite_cluster, _clusters(text, start, end))))
         return "".join(pieces)
 
 
 _CLUSTER = regex.compile(r"(?s)\X")
+# a consonant after a linker (a virama) that follows no consonant (Consonant [Extend Linker]* Linker [Extend Linker]*)
+_UNLINKED_CONSONANT = regex.compile(r"(?<!\p{InCB=Consonant}[\p{InCB=Extend}\p{InCB=Linker}]*)"
+                                    r"(?<=\p{InCB=Linker}[\p{InCB=Extend}\p{InCB=Linker}]*)\p{InCB=Consonant}")
+
+
+def _clusters(text: str, start: int, end: int) -> list[str]:
+    """The extended grapheme clusters of text[start:end]: ``\\X``'s, cut before each unlinked consonant."""
+    clusters = _CLUSTER.findall(text, start, end)
+    cuts = [found.start() for found in _UNLINKED_CONSONANT.finditer(text, start, end)]
+    if not cuts:
+        return clusters
+    pieces = []
+    for cluster in clusters:
+        cluster_end = start + len(cluster)
+        while cuts and cuts[0] < cluster_end:
+            if cuts[0] > start:
+                pieces.append(text[start : cuts[0]])
+                start = cuts[0]
+            cuts.pop(0)
+        pieces.append(text[start:cluster_end])
+        start = cluster_end
+    return pieces
 
 
 @functools.lru_cache(maxsize=1)

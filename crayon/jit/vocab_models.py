@@ -18,6 +18,7 @@ from crayon.jit.char_bpe import encode_spans as char_bpe_encode_spans
 from crayon.jit.character_normalizer import CharacterNormalizer, character_normalizer_of
 from crayon.jit.cores import available_cores, worker_map
 from crayon.jit.id_lists import id_list, id_list_kernel, id_lists, id_lists_kernel, shared_ids
+from crayon.jit.precompiled_normalizer import PrecompiledNormalizer, precompiled_normalizer_of
 from crayon.jit.regex_vm import compiled_splits_of, kept_text, normalized_texts
 from crayon.jit.unigram import UnigramTables
 from crayon.jit.unigram import encode_spans as unigram_encode_spans
@@ -62,6 +63,12 @@ class VocabModelEngine:
         return character_normalizer_of(self._normalizer) if self._normalizes_bytes else None
 
     @functools.cached_property
+    def precompiled_normalizer(self) -> PrecompiledNormalizer | None:
+        """The jit twin of a normalizer that ends with HF's ``Precompiled`` (and the byte rewrites after it), where
+        the pre-tokenizer is compiled (built on first use)."""
+        return precompiled_normalizer_of(self._normalizer) if self._normalizes_bytes else None
+
+    @functools.cached_property
     def _shared_ids(self) -> tuple[np.ndarray, np.ndarray]:
         return shared_ids(1 + max(self.model.token_bytes, default=-1))
 
@@ -101,6 +108,11 @@ class VocabModelEngine:
         elif self.character_normalizer is not None:  # likewise, a normalizer of each character on its own
             data, text_ends = self.compiled_splits.prepare_batch(texts)
             data, text_ends = self.character_normalizer.normalize_utf8(texts, data, text_ends)
+            data.flags.writeable = False
+        elif self.precompiled_normalizer is not None:  # likewise, the normalizer's steps from Precompiled on
+            texts = self.precompiled_normalizer.normalize_before(texts)
+            data, text_ends = self.compiled_splits.prepare_batch(texts)
+            data, text_ends = self.precompiled_normalizer.normalize_utf8(texts, data, text_ends)
             data.flags.writeable = False
         else:
             data, text_ends = self.compiled_splits.prepare_batch(normalized_texts(self._normalizer, texts))

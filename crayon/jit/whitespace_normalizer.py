@@ -27,23 +27,26 @@ def _unit_offset(unit):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _rule_at(data, pos, end, units):
-    """(length, trie position of the leaf) of the longest key of the character map at data[pos:end]; (0, 0)
-    where none starts there (``CharsMap.longest_rewrites``)."""
+def key_at(data, pos, end, units, shortest):
+    """(length, trie position of the leaf) of the longest key of the character map at data[pos:end], or of the
+    shortest one, (0, 0) where none starts there (``CharsMap.longest_rewrites``, ``CharsMap.shortest_rule``);
+    then how many bytes the walk took (``end - pos`` where it went through: a key may start with data[pos:end])."""
     node = _unit_offset(units[0])
-    longest = leaf = 0
+    found = leaf = 0
     for i in range(pos, end):
         position = node ^ data[i]
         if position >= units.shape[0] or (units[position] & ((1 << 31) | 0xFF)) != data[i]:
-            break
+            return found, leaf, i - pos
         if (units[position] >> 8) & 1:
-            longest, leaf = i + 1 - pos, position
+            found, leaf = i + 1 - pos, position
+            if shortest:
+                break
         node = position ^ _unit_offset(units[position])
-    return longest, leaf
+    return found, leaf, found if shortest and found else end - pos
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _replacement_span(units, leaf, replacements):
+def replacement_span(units, leaf, replacements):
     """(start, stop) in ``replacements`` of the replacement of the key whose leaf is at ``leaf``."""
     start = units[leaf ^ _unit_offset(units[leaf])] & ((1 << 31) - 1)
     stop = start
@@ -94,9 +97,9 @@ def _normalize_kernel(data, text_ends, escape_whitespaces, remove_extra_whitespa
                     continue
             length = 0
             if has_map and first_bytes[data[pos]]:
-                length, leaf = _rule_at(data, pos, end, units)
+                length, leaf, _ = key_at(data, pos, end, units, False)
                 if length:
-                    piece_start, piece_stop = _replacement_span(units, leaf, replacements)
+                    piece_start, piece_stop = replacement_span(units, leaf, replacements)
                     if piece_stop - piece_start != 1 or replacements[piece_start] != 0x20:
                         break
             if not length and data[pos] != 0x20:
@@ -117,9 +120,9 @@ def _normalize_kernel(data, text_ends, escape_whitespaces, remove_extra_whitespa
             byte = data[pos]
             if has_map and first_bytes[byte] and (
                     pos + 1 == end or first_byte_pairs[(np.int64(byte) << 8) | data[pos + 1]]):
-                length, leaf = _rule_at(data, pos, end, units)
+                length, leaf, _ = key_at(data, pos, end, units, False)
                 if length:
-                    piece_start, piece_stop = _replacement_span(units, leaf, replacements)
+                    piece_start, piece_stop = replacement_span(units, leaf, replacements)
                     if n + 3 * (piece_stop - piece_start + data.shape[0] - pos + text_ends.shape[0]) > out.shape[0]:
                         return -1
                     n, after_space = _write_replacement_piece(out, n, replacements, piece_start, piece_stop,
@@ -171,7 +174,8 @@ def normalize_utf8(data: np.ndarray, text_ends: np.ndarray, *, escape_whitespace
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _write_replacement(out, n, replacement):
+def write_bytes(out, n, replacement):
+    """Write ``replacement`` to out[n:]; returns where it ends."""
     for byte in replacement:
         out[n] = byte
         n += 1
@@ -179,7 +183,8 @@ def _write_replacement(out, n, replacement):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _is_replacement(data, pos, stop, replacement):
+def bytes_at(data, pos, stop, replacement):
+    """Whether data[pos:stop] starts with ``replacement``."""
     if pos + len(replacement) > stop:
         return False
     for i in range(len(replacement)):
@@ -206,20 +211,20 @@ def _metaspace_kernel(data, piece_ends, piece_kept, replacement, prepend, split,
         else:
             piece_start = n
             if (prepend and stop > start and data[start] != 0x20
-                    and not _is_replacement(data, start, stop, replacement)):
-                n = _write_replacement(out, n, replacement)
+                    and not bytes_at(data, start, stop, replacement)):
+                n = write_bytes(out, n, replacement)
             pos = start
             while pos < stop:
                 is_space = data[pos] == 0x20
                 length = 1
-                if not is_space and _is_replacement(data, pos, stop, replacement):
+                if not is_space and bytes_at(data, pos, stop, replacement):
                     is_space, length = True, len(replacement)
                 if is_space:
                     if split and n > piece_start:  # a piece ends before each replacement
                         out_ends[count], out_kept[count] = n, 1
                         count += 1
                         piece_start = n
-                    n = _write_replacement(out, n, replacement)
+                    n = write_bytes(out, n, replacement)
                 else:
                     out[n] = data[pos]
                     n += 1
