@@ -143,6 +143,32 @@ def test_normalizers_that_do_not_rewrite_each_character_alone_have_no_twin():
         assert character_normalizer_of(normalizer_from_hf(spec)) is None
 
 
+def test_the_packed_table_is_stored_once_and_read_back(tmp_path, monkeypatch):
+    """The first twin of a normalizer writes its packed table to the kernel folder; the next reads it (the same
+    arrays, the same text) instead of running the normalizer on every code point; a damaged file is built again and
+    a folder that cannot be written keeps none."""
+    monkeypatch.setenv("CRAYON_KERNEL_DIR", str(tmp_path))
+    reference = normalizer_from_hf(bert())
+    built = character_normalizer_of(reference)
+    [stored] = tmp_path.glob("characters-*.npz")
+    character_normalizer_of(normalizer_from_hf(bert(lowercase=False)))
+    assert len(list(tmp_path.glob("characters-*.npz"))) == 2  # another normalizer, another file
+    monkeypatch.setattr(type(reference), "character_table", lambda self: pytest.fail("the table was built again"))
+    read = character_normalizer_of(reference)
+    assert np.array_equal(read.rewrites, built.rewrites) and np.array_equal(read.replacements, built.replacements)
+    assert read.growth == built.growth
+    texts = ["H\u00e9llo W\u00d6RLD \u4e2d\u6587", "\x00 a\u0301\u0323 \u03a3", ""]
+    assert jit_normalized(read, texts) == jit_normalized(built, texts) == [reference(text) for text in texts]
+    monkeypatch.undo()
+    monkeypatch.setenv("CRAYON_KERNEL_DIR", str(tmp_path))
+    stored.write_bytes(b"not a table")
+    assert np.array_equal(character_normalizer_of(reference).rewrites, built.rewrites)
+    assert np.load(stored)["rewrites"].shape == built.rewrites.shape  # written again, whole
+    monkeypatch.setenv("CRAYON_KERNEL_DIR", str(tmp_path / "file"))
+    (tmp_path / "file").write_text("a file where the folder should be")
+    assert np.array_equal(character_normalizer_of(reference).rewrites, built.rewrites)
+
+
 @pytest.fixture(scope="module")
 def bert_file(tmp_path_factory) -> dict:
     """A BERT tokenizer.json (HF's BertWordPieceTokenizer trained on the corpora), as a dict."""

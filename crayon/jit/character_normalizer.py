@@ -5,11 +5,19 @@ alone). A text holding a character the table marks ``whole_text`` is normalized 
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import sys
+import tempfile
 import threading
+import unicodedata
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
+from crayon.jit.aot import kernel_dir
 from crayon.jit.lazy import njit
 
 UNCHANGED = -1
@@ -65,8 +73,15 @@ class CharacterNormalizer:
     """``normalizer`` (one with a ``character_table``) on the UTF-8 bytes of many texts in one kernel call;
     ``whole_texts`` counts the texts it handed to the normalizer itself."""
 
-    def __init__(self, normalizer, table):
+    def __init__(self, normalizer, table=None, *, arrays: tuple[np.ndarray, np.ndarray, float] | None = None):
+        """From the normalizer's ``character_table``, or from the ``arrays`` (rewrites, replacements, growth) a
+        normalizer's table was packed into (``store``)."""
         self.normalizer = normalizer
+        self.whole_texts = 0
+        self._lock = threading.Lock()
+        if arrays is not None:
+            self.rewrites, self.replacements, self.growth = arrays
+            return
         changed = np.flatnonzero(~table.unchanged() & ~table.whole_text)
         data, ends = table.utf8_texts(changed)
         lengths = np.diff(ends, prepend=0)
@@ -79,8 +94,16 @@ class CharacterNormalizer:
         self.rewrites[changed] = ends - lengths + np.arange(len(changed))
         widths = 1 + (changed >= 0x80).astype(np.int64) + (changed >= 0x800) + (changed >= 0x10000)
         self.growth = max(1.0, float((lengths / widths).max(initial=0.0)))  # output bytes per input byte, at most
-        self.whole_texts = 0
-        self._lock = threading.Lock()
+
+    def store(self, path: Path) -> None:
+        """Write the packed table to ``path`` (whole or not at all; a folder that cannot be written keeps none)."""
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as handle:
+                np.savez(handle, rewrites=self.rewrites, replacements=self.replacements, growth=self.growth)
+            os.replace(handle.name, path)
+        except OSError:
+            return
 
     def normalize_utf8(self, texts: Sequence[str], data: np.ndarray,
                        text_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -112,7 +135,29 @@ class CharacterNormalizer:
 
 
 def character_normalizer_of(normalizer) -> CharacterNormalizer | None:
-    """The jit twin of ``normalizer`` where it rewrites each character on its own, else None."""
-    character_table = getattr(normalizer, "character_table", None)
-    table = character_table() if character_table is not None else None
-    return None if table is None else CharacterNormalizer(normalizer, table)
+    """The jit twin of ``normalizer`` where it rewrites each character on its own, else None. Building its table
+    runs the normalizer on every code point (about a second the first time in a process), so the packed arrays
+    are kept in ``kernel_dir()`` under a name that changes with the normalizer and the code that builds them."""
+    if not getattr(normalizer, "per_character", False):
+        return None
+    path = kernel_dir() / f"characters-{_stored_name(normalizer)}.npz"
+    try:
+        with np.load(path) as stored:
+            return CharacterNormalizer(normalizer, arrays=(stored["rewrites"], stored["replacements"],
+                                                           float(stored["growth"])))
+    except (OSError, KeyError, ValueError):  # not built yet, or unreadable: build it
+        pass
+    built = CharacterNormalizer(normalizer, normalizer.character_table())
+    built.store(path)
+    return built
+
+
+def _stored_name(normalizer) -> str:
+    """A hash of the normalizer's tokenizer.json object, the Unicode data of Python's ``unicodedata`` and the source
+    of this module and of ``crayon.formats`` (where the normalizers and their tables are made)."""
+    digest = hashlib.sha256(json.dumps(normalizer.to_hf(), sort_keys=True).encode())
+    digest.update(f"{unicodedata.unidata_version} {sys.version}".encode())
+    package = Path(__file__).resolve().parents[1]
+    for path in [Path(__file__).resolve(), *sorted((package / "formats").glob("*.py"))]:
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:24]
