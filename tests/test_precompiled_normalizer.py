@@ -204,7 +204,7 @@ spacey_text = st.lists(st.sampled_from([" ", "  ", "a", "aa", "\u00e9", "`", "\t
 @given(texts=st.lists(st.one_of(tokenizer_text, spacey_text), min_size=1, max_size=4),
        step=st.sampled_from(BYTE_STEPS))
 def test_byte_steps_match_hf(texts, step):
-    twin = PrecompiledNormalizer([], [], [step.utf8_rewrite()])
+    twin = PrecompiledNormalizer([], None, [step.utf8_rewrite()])
     hf = hf_normalizer(step.to_hf())
     assert jit_normalize(twin, texts) == [hf.normalize_str(text) for text in texts] == [step(text) for text in texts]
 
@@ -224,7 +224,7 @@ def test_maps_with_a_key_ending_inside_a_character_look_keys_up_from_the_first_b
     inside a character), the kernel walks the trie from every character whose first byte starts one: same text."""
     spec = precompiled_spec(charsmap)
     units, replacements, _, first_bytes = normalizer_from_hf(spec).utf8_rewrite()[1:]
-    by_first_byte = PrecompiledNormalizer([], [], [("precompiled", units, replacements, None, first_bytes)])
+    by_first_byte = PrecompiledNormalizer([], None, [("precompiled", units, replacements, None, first_bytes)])
     texts = corpus_lines()[:3000] + ["".join(chars) for chars in itertools.product(CLASS_CHARS, repeat=2)]
     assert jit_normalize(by_first_byte, texts) == jit_normalize(precompiled_normalizer_of(normalizer_from_hf(spec)),
                                                                 texts)

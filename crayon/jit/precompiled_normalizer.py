@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 import regex
 
-from crayon.jit.character_normalizer import CharacterNormalizer
+from crayon.jit.character_normalizer import CharacterNormalizer, character_normalizer_of
 from crayon.jit.lazy import njit
 from crayon.jit.pretokenize import decode_multibyte
 from crayon.jit.whitespace_normalizer import bytes_at, key_at, replacement_span, write_bytes
@@ -320,20 +320,16 @@ def _as_bytes(text: str) -> np.ndarray:
 
 class PrecompiledNormalizer:
     """A normalizer whose last steps rewrite UTF-8 bytes, ``Precompiled`` among them: ``normalize_before`` runs
-    the steps before them in Python, ``normalize_utf8`` the steps of each character on its own (``per_character``
-    ones, with a ``character_table``) after those and the rewrites over the bytes of many texts. The rewrites,
+    the steps before them in Python, ``normalize_utf8`` the steps of each character on its own (their
+    ``character_normalizer``) after those and the rewrites over the bytes of many texts. The rewrites,
     as the steps' ``utf8_rewrite`` gives them: ("precompiled", the trie's units, the replacements, whether a key
     starts with each code point or None, whether one starts with each byte), ("strip", left, right, the white space
     code points), ("replace", string, content), ("replace_runs", character, shortest run, content)."""
 
-    def __init__(self, python_steps: Sequence, character_steps: Sequence, rewrites: Sequence[tuple]):
+    def __init__(self, python_steps: Sequence, character_normalizer: CharacterNormalizer | None,
+                 rewrites: Sequence[tuple]):
         self.python_steps = list(python_steps)
-        self.character_normalizer = None
-        if character_steps:
-            table = functools.reduce(lambda first, later: first.then(later),
-                                     [step.character_table() for step in character_steps])
-            self.character_normalizer = CharacterNormalizer(
-                lambda text: functools.reduce(lambda text, step: step(text), character_steps, text), table)
+        self.character_normalizer = character_normalizer
         self._steps = []
         for kind, *arguments in rewrites:
             if kind == "precompiled":
@@ -393,4 +389,6 @@ def precompiled_normalizer_of(normalizer) -> PrecompiledNormalizer | None:
     character_steps = []
     while steps and getattr(steps[-1], "per_character", False):
         character_steps.insert(0, steps.pop())
-    return PrecompiledNormalizer(steps, character_steps, rewrites)
+    # those steps as a Sequence of their own (the normalizer is one where it has them): one table, stored once
+    character_normalizer = character_normalizer_of(type(normalizer)(character_steps)) if character_steps else None
+    return PrecompiledNormalizer(steps, character_normalizer, rewrites)
