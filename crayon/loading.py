@@ -396,7 +396,7 @@ class VocabModelBuilder:
         classes = {model_class.__name__: model_class for model_class in VOCAB_MODELS}
         kind = options.get("type") if isinstance(options, dict) else None
         name = {"WordPiece": "WordPieceModel", "WordLevel": "WordLevelModel", "Unigram": "UnigramModel",
-                "CharBPE": "CharBytePairModel"}.get(kind)
+                "CharBPE": "CharBytePairModel", "SentencePieceWord": "SentencePieceWordModel"}.get(kind)
         if name not in classes:
             raise CartridgeError(f"{path}: unknown model type {kind!r}")
         self.model_class = classes[name]
@@ -409,7 +409,7 @@ class VocabModelBuilder:
 def _vocab_model_of(options: dict, sections: dict, path):
     from crayon.reference.char_bpe import CharBytePairModel
     from crayon.reference.unigram import UnigramModel
-    from crayon.reference.wordlevel import WordLevelModel
+    from crayon.reference.wordlevel import SentencePieceWordModel, WordLevelModel
     from crayon.reference.wordpiece import WordPieceModel
 
     try:
@@ -424,6 +424,10 @@ def _vocab_model_of(options: dict, sections: dict, path):
         if kind == "WordLevel":
             return WordLevelModel({token: i for i, token in tokens.items()}, unk_token=options["unk_token"],
                                   dat=_stored_dat(sections, "wordlevel.dat"))
+        if kind == "SentencePieceWord":
+            return SentencePieceWordModel([tokens[i] for i in range(len(tokens))], sections["words.matchable"].tolist(),
+                                          unk_id=options["unk_id"], byte_fallback=options["byte_fallback"],
+                                          dat=_stored_dat(sections, "words.dat"))
         if kind == "Unigram":
             scores = sections["unigram.scores"]
             pieces = [(tokens[i], float(score)) for i, score in enumerate(scores.tolist())]

@@ -22,12 +22,12 @@ from crayon.reference.bpe import BytePairModel
 from crayon.reference.char_bpe import CharBytePairModel
 from crayon.reference.longest import LongestMatchModel
 from crayon.reference.unigram import UnigramModel
-from crayon.reference.wordlevel import WordLevelModel
+from crayon.reference.wordlevel import SentencePieceWordModel, WordLevelModel
 from crayon.reference.wordpiece import WordPieceModel
 
 __all__ = ["CARTRIDGE_SECTION", "VOCAB_MODELS", "save_cartridge", "model_sections"]
 
-VOCAB_MODELS = (WordPieceModel, WordLevelModel, UnigramModel, CharBytePairModel)
+VOCAB_MODELS = (WordPieceModel, WordLevelModel, UnigramModel, CharBytePairModel, SentencePieceWordModel)
 
 CARTRIDGE_SECTION = {
     "token_bytes": "vocab.bytes",
@@ -105,7 +105,8 @@ def save_cartridge(tokenizer, path: str | os.PathLike, *, source: dict | None = 
 
 
 def model_sections(model) -> tuple[dict, dict[str, np.ndarray]]:
-    """The metadata "model" object and the sections of a WordPiece, WordLevel, Unigram or character-BPE model."""
+    """The metadata "model" object and the sections of a WordPiece, WordLevel, Unigram, character-BPE or
+    SentencePiece word model."""
     if isinstance(model, WordPieceModel):
         options = {"type": "WordPiece", "unk_token": model.unk_token, "continuing_subword_prefix": model.prefix,
                    "max_input_chars_per_word": model.max_input_chars_per_word}
@@ -117,6 +118,11 @@ def model_sections(model) -> tuple[dict, dict[str, np.ndarray]]:
         sections = vocab_sections({i: token.encode("utf-8") for token, i in model.vocab.items()})
         sections.update(dat_sections("wordlevel.dat", model.dat))
         return {"type": "WordLevel", "unk_token": model.unk_token}, sections
+    if isinstance(model, SentencePieceWordModel):
+        sections = vocab_sections({i: piece.encode("utf-8") for i, piece in enumerate(model.pieces)})
+        sections["words.matchable"] = np.array(model.matchable, np.int64)
+        sections.update(dat_sections("words.dat", model.dat))
+        return {"type": "SentencePieceWord", "unk_id": model.unk_id, "byte_fallback": model.byte_fallback}, sections
     if isinstance(model, UnigramModel):
         options = {"type": "Unigram", "unk_id": model.unk_id, "byte_fallback": model.byte_fallback,
                    "fuse_unk": model.fuse_unk, "single_precision": model.score_type == np.float32,

@@ -421,13 +421,66 @@ def test_sentencepiece_files_it_cannot_read_exactly_are_refused(tmp_path):
     (tmp_path / "train.txt").write_text("".join(training_lines()[:40]), encoding="utf-8")
     prefix = str(tmp_path / "word")
     spm.SentencePieceTrainer.train(input=str(tmp_path / "train.txt"), model_prefix=prefix, vocab_size=300,
-                                   model_type="word", normalization_rule_name="identity", minloglevel=2)
-    with pytest.raises(UnsupportedComponentError, match="'word'"):
+                                   model_type="word", normalization_rule_name="identity", minloglevel=2,
+                                   allow_whitespace_only_pieces=True)
+    with pytest.raises(UnsupportedComponentError, match="allow_whitespace_only_pieces"):
         model_from_sentencepiece(read_sentencepiece(prefix + ".model"))
     spm.SentencePieceTrainer.train(input=str(tmp_path / "train.txt"), model_prefix=prefix + "-suffix", vocab_size=300,
                                    treat_whitespace_as_suffix=True, minloglevel=2)
     with pytest.raises(UnsupportedComponentError, match="treat_whitespace_as_suffix"):
         crayon.load(prefix + "-suffix.model")
+
+
+WORD_KINDS = [("identity", False, True), ("nmt_nfkc", True, True), ("nmt_nfkc", False, False)]
+WORD_EDGES = ["Hello zzqx wörld", "<unk> <s>", "<c> the", "foo <x> xfooy a<x>b", "  the  quick   zzqx foo <x> <c> the",
+              "\u2581the \u2581\u2581x", "the\u2581cat", "qq zz the xx", "", " ", "\u2581"]
+
+
+@pytest.fixture(scope="module", params=WORD_KINDS, ids=lambda kind: "-".join(map(str, kind)))
+def word_model(request, tmp_path_factory):
+    """(processor, path) of a SentencePiece word model trained here, with user-defined and control pieces."""
+    rule, byte_fallback, dummy_prefix = request.param
+    folder = tmp_path_factory.mktemp("spm-word")
+    (folder / "train.txt").write_text("".join(training_lines()), encoding="utf-8")
+    prefix = str(folder / "word")
+    spm.SentencePieceTrainer.train(input=str(folder / "train.txt"), model_prefix=prefix, vocab_size=3000,
+                                   model_type="word", normalization_rule_name=rule, byte_fallback=byte_fallback,
+                                   add_dummy_prefix=dummy_prefix, user_defined_symbols=["foo", "<x>"],
+                                   control_symbols=["<c>"], minloglevel=2)
+    return spm.SentencePieceProcessor(model_file=prefix + ".model"), prefix + ".model"
+
+
+def test_sentencepiece_word_models_load_with_sentencepiece_ids(word_model):
+    """A word runs from a ▁ to the next; a run of unknown words is one unknown piece (or its bytes); user-defined
+    pieces are words, control pieces never: ``sentencepiece``'s ids on both engines."""
+    processor, path = word_model
+    texts = [line for line in sample_text().splitlines() if line][:300] + WORD_EDGES
+    check_loaded(path, processor.encode, texts)
+    assert any(processor.unk_id() in processor.encode(text) or "<0x" in "".join(processor.encode(text, out_type=str))
+               for text in texts)  # unknown runs were met
+
+
+@settings(max_examples=60, deadline=None)
+@given(texts=st.lists(st.lists(st.sampled_from([" ", "  ", "\u2581", "a", "b", "\u00e9", "\u4e2d", "the", "foo", "<x>",
+                                                "<c>"]), max_size=12).map("".join), min_size=1, max_size=4))
+def test_sentencepiece_word_models_on_generated_text(word_model, texts):
+    processor, path = word_model
+    expected = [processor.encode(text) for text in texts]
+    for backend in ("reference", "jit"):
+        assert crayon.load(path, backend=backend).encode_batch(texts) == expected
+
+
+def test_sentencepiece_word_model_is_kept_in_a_cartridge(word_model, tmp_path):
+    """The word model (its pieces, the words it matches, its DAT, unknown piece and byte fallback) under a pattern
+    gives the same ids once saved and reopened, on both engines."""
+    processor, path = word_model
+    spec = read_sentencepiece_tokenizer(path)
+    spec.normalizer, spec.pretokenizer, spec.pattern = None, None, r"\S+|\s+"
+    tok = crayon.Tokenizer.from_spec(spec, backend="reference")
+    tok.save(tmp_path / "x.crayon")
+    texts = [normalize(read_sentencepiece(path), text) for text in WORD_EDGES]
+    for backend in ("reference", "jit"):
+        assert crayon.load(tmp_path / "x.crayon", backend=backend).encode_batch(texts) == tok.encode_batch(texts)
 
 
 # ---- whole tokenizers: crayon.load of a tokenizer.json or a .model, on both engines -------------------------

@@ -5,7 +5,8 @@
 (``crayon.reference.char_bpe``) model that encodes as SentencePiece does (a char model is BPE without merges),
 and ``normalize`` SentencePiece's text preparation: the precompiled character map of its normalization rule
 (``nmt_nfkc``, the default, ``nmt_nfkc_cf``, ...; none for ``identity``), extra spaces removed, a dummy prefix,
-spaces written ``▁``. Models of type word are refused.
+spaces written ``▁``. A word model cuts the normalized text into words at each ``▁`` itself
+(``crayon.reference.wordlevel.SentencePieceWordModel``).
 
 User-defined pieces (``user_defined_symbols=`` of the trainer) are not HF's added tokens: SentencePiece cuts
 nothing out of the text. The normalizer copies one found in the raw text as it is (no character map; its spaces
@@ -31,6 +32,7 @@ from crayon.reference.dat import compile_dat
 from crayon.reference.pretokenize import WholeText, split_specials
 from crayon.reference.char_bpe import CharBytePairModel, merges_from_scores
 from crayon.reference.unigram import UNKNOWN_PENALTY, UnigramModel
+from crayon.reference.wordlevel import SentencePieceWordModel
 
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6  # SentencePiece.Type
 MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}
@@ -50,6 +52,7 @@ class SentencePieceFile:
     remove_extra_whitespaces: bool = True
     escape_whitespaces: bool = True
     treat_whitespace_as_suffix: bool = False
+    allow_whitespace_only_pieces: bool = False
 
     def ids_of(self, *kinds: int) -> list[int]:
         """The ids of the pieces of these types."""
@@ -111,6 +114,8 @@ def read_sentencepiece(path: str | os.PathLike) -> SentencePieceFile:
                     model.model_type = MODEL_TYPES.get(inner_value, str(inner_value))
                 elif inner == 24:
                     model.treat_whitespace_as_suffix = bool(inner_value)
+                elif inner == 26:
+                    model.allow_whitespace_only_pieces = bool(inner_value)
                 elif inner == 35:
                     model.byte_fallback = bool(inner_value)
         elif number == 3:  # normalizer_spec
@@ -128,17 +133,24 @@ def read_sentencepiece(path: str | os.PathLike) -> SentencePieceFile:
     return model
 
 
-def model_from_sentencepiece(model: SentencePieceFile) -> UnigramModel | CharBytePairModel:
-    """The model of a SentencePiece file: Unigram, or BPE over characters (char: without merges). Normal and
-    user-defined pieces are matched in text, control and unused pieces never; consecutive unknown characters are
-    one unknown piece (or their bytes' pieces with byte fallback), as SentencePiece gives them."""
-    if model.model_type not in ("unigram", "bpe", "char"):
-        raise UnsupportedComponentError(f"SentencePiece model type {model.model_type!r} (only unigram, bpe, char)")
+def model_from_sentencepiece(model: SentencePieceFile) -> UnigramModel | CharBytePairModel | SentencePieceWordModel:
+    """The model of a SentencePiece file: Unigram, BPE over characters (char: without merges), or words. Normal and
+    user-defined pieces are matched in text, control and unused pieces never; consecutive unknown characters (words,
+    in a word model) are one unknown piece (or their bytes' pieces with byte fallback), as SentencePiece gives
+    them."""
+    if model.model_type not in ("unigram", "bpe", "char", "word"):
+        raise UnsupportedComponentError(f"SentencePiece model type {model.model_type!r} (only unigram, bpe, char, word)")
     if model.treat_whitespace_as_suffix:
         raise UnsupportedComponentError("SentencePiece treat_whitespace_as_suffix (the ▁ ends a word instead of "
                                         "starting it)")
     unknown = model.ids_of(UNKNOWN)
     normal, user_defined = model.ids_of(NORMAL), model.ids_of(USER_DEFINED)
+    if model.model_type == "word":
+        if model.allow_whitespace_only_pieces:
+            raise UnsupportedComponentError("SentencePiece word model with allow_whitespace_only_pieces (a run of ▁ "
+                                            "is one word)")
+        return SentencePieceWordModel([piece for piece, _, _ in model.pieces], sorted(normal + user_defined),
+                                      unk_id=unknown[0] if unknown else None, byte_fallback=model.byte_fallback)
     if model.model_type != "unigram":
         pieces = [(piece, score) for piece, score, _ in model.pieces]
         merges, ranks = merges_from_scores(pieces, normal) if model.model_type == "bpe" else ([], [])
@@ -222,7 +234,7 @@ class SentencePieceNormalizer:
 
 
 def read_sentencepiece_tokenizer(path: str | os.PathLike) -> TokenizerSpec:
-    """The spec of a SentencePiece unigram, bpe or char ``.model``: its normalization, its model, and its spans.
+    """The spec of a SentencePiece unigram, bpe, char or word ``.model``: its normalization, its model, and its spans.
     ``Tokenizer.from_spec(...).encode(text)`` gives ``SentencePieceProcessor.encode(text)``.
 
     The model runs on the whole text. Unigram must: SentencePiece sums path scores in single precision over the

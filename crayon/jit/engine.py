@@ -41,7 +41,7 @@ from crayon.reference.cache import DEFAULT_BUCKETS, DEFAULT_LONG_ROWS, DEFAULT_L
 from crayon.reference.char_bpe import CharBytePairModel
 from crayon.reference.engine import flat_from_arrays
 from crayon.reference.unigram import UnigramModel
-from crayon.reference.wordlevel import WordLevelModel
+from crayon.reference.wordlevel import SentencePieceWordModel, WordLevelModel
 from crayon.reference.wordpiece import WordPieceModel
 
 __all__ = ["JitEngine", "make_engine", "tables_for", "DEFAULT_ENCODER", "KERNEL_CHOICES"]
@@ -440,7 +440,8 @@ def make_engine(tokenizer, **options) -> JitEngine:
         if options:
             raise TypeError(f"the longest-match jit engine takes no options, not {', '.join(options)}")
         return LongestMatchEngine(tokenizer)
-    if issubclass(tokenizer.model_class, (WordPieceModel, WordLevelModel, UnigramModel, CharBytePairModel)):
+    if issubclass(tokenizer.model_class, (WordPieceModel, WordLevelModel, UnigramModel, CharBytePairModel,
+                                          SentencePieceWordModel)):
         from crayon.jit.vocab_models import VocabModelEngine
 
         if options:

@@ -1,5 +1,5 @@
-"""The jit engine of the models over characters: WordPiece (``crayon.jit.wordpiece``), WordLevel
-(``crayon.jit.wordlevel``), Unigram (``crayon.jit.unigram``) and BPE over characters (``crayon.jit.char_bpe``),
+"""The jit engine of the models over characters: WordPiece (``crayon.jit.wordpiece``), WordLevel and
+SentencePiece's word model (``crayon.jit.wordlevel``), Unigram (``crayon.jit.unigram``) and BPE over characters (``crayon.jit.char_bpe``),
 each after the tokenizer's normalizer
 and its pre-tokenizer (compiled by ``crayon.jit.regex_vm`` where it can be, else in Python with a one-time
 warning). Same ids as the reference."""
@@ -23,12 +23,13 @@ from crayon.jit.regex_vm import compiled_splits_of, kept_text, normalized_texts
 from crayon.jit.unigram import UnigramTables
 from crayon.jit.unigram import encode_spans as unigram_encode_spans
 from crayon.jit.whitespace_normalizer import normalize_utf8
+from crayon.jit.wordlevel import encode_sentencepiece_words
 from crayon.jit.wordlevel import encode_words as wordlevel_encode_words
 from crayon.jit.wordpiece import encode_words
 from crayon.reference.cache import DEFAULT_BUCKETS
 from crayon.reference.char_bpe import CharBytePairModel
 from crayon.reference.unigram import UnigramModel
-from crayon.reference.wordlevel import WordLevelModel
+from crayon.reference.wordlevel import SentencePieceWordModel, WordLevelModel
 from crayon.reference.wordpiece import WordPieceModel
 
 
@@ -39,7 +40,8 @@ class VocabModelEngine:
     capabilities = frozenset({"threads", "compiled"})
 
     def __init__(self, tokenizer):
-        if not issubclass(tokenizer.model_class, (WordPieceModel, WordLevelModel, UnigramModel, CharBytePairModel)):
+        if not issubclass(tokenizer.model_class, (WordPieceModel, WordLevelModel, UnigramModel, CharBytePairModel,
+                                                      SentencePieceWordModel)):
             raise TypeError(f"not a WordPiece, WordLevel, Unigram or character BPE model: "
                             f"{tokenizer.model_class.__name__}")
         self._tokenizer = tokenizer  # its model is built on first use (a cartridge's, when opened)
@@ -80,6 +82,8 @@ class VocabModelEngine:
             return lambda data, ends, pieces: encode_words(model, data, ends)
         if isinstance(model, WordLevelModel):
             return lambda data, ends, pieces: wordlevel_encode_words(model, data, ends)
+        if isinstance(model, SentencePieceWordModel):
+            return lambda data, ends, pieces: encode_sentencepiece_words(model, data, ends)
         if isinstance(model, UnigramModel):
             return functools.partial(unigram_encode_spans, UnigramTables(model))
         return functools.partial(char_bpe_encode_spans, CharBytePairTables(model))
