@@ -58,12 +58,74 @@ def make_engine(tokenizer: "Tokenizer", backend: str, **options) -> Engine:
     if backend == "reference":
         if options:
             raise TypeError(f"the reference engine takes no options, not {', '.join(options)}")
-        return ReferenceEngine(tokenizer)
+        return _start_aware(tokenizer, ReferenceEngine(tokenizer), ReferenceEngine)
     try:
         module = importlib.import_module(_ENGINE_MODULES[backend])
     except ImportError as missing:
         raise BackendUnavailableError(f"backend {backend!r} is unavailable: {missing}") from missing
-    return module.make_engine(tokenizer, **options)
+    return _start_aware(tokenizer, module.make_engine(tokenizer, **options),
+                        lambda variant: module.make_engine(variant, **options))
+
+
+def _start_aware(tokenizer: "Tokenizer", engine: Engine, make: Callable[["Tokenizer"], Engine]) -> Engine:
+    """``engine``, or a ``StartAwareEngine`` around it where the pre-tokenizer marks a text's start (HF's Metaspace
+    prepend_scheme "first") behind a normalizer."""
+    after_token = getattr(tokenizer.pretokenizer, "after_token", None)
+    if after_token is None or tokenizer.normalizer is None:
+        return engine
+    variant = object.__new__(type(tokenizer))
+    variant.__dict__.update(tokenizer.__dict__)
+    variant.pretokenizer = after_token
+    return StartAwareEngine(engine, make(variant), tokenizer.normalizer)
+
+
+class StartAwareEngine:
+    """The engine of a tokenizer whose pre-tokenizer marks where a text starts (HF's Metaspace prepend_scheme
+    "first") behind a normalizer. HF marks a text only where its normalized form still starts at its first
+    character (``crayon.formats.hf_normalize.starts_at_first_character``): such a text goes to ``at_start``, any
+    other to ``elsewhere``, the engine of text after an added token. Other attributes are ``at_start``'s."""
+
+    def __init__(self, at_start: Engine, elsewhere: Engine, normalizer):
+        from crayon.formats.hf_normalize import starts_at_first_character
+
+        self.at_start, self.elsewhere = at_start, elsewhere
+        self.name = at_start.name
+        self.capabilities = at_start.capabilities - {"prepare"}  # the texts are needed as given, prepared
+        self._starts = functools.partial(starts_at_first_character, normalizer)
+
+    def __getattr__(self, name: str):
+        if name == "at_start":  # not set yet (a copy being made)
+            raise AttributeError(name)
+        return getattr(self.at_start, name)
+
+    def _engine_of(self, text: str) -> Engine:
+        return self.at_start if self._starts(text) else self.elsewhere
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        return self._engine_of(text).encode_ordinary(text)
+
+    def encode_ordinary_array(self, text: str) -> np.ndarray:
+        return self._engine_of(text).encode_ordinary_array(text)
+
+    def encode_ordinary_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
+        marked = [self._starts(text) for text in texts]
+        if all(marked) or not any(marked):
+            return (self.at_start if all(marked) else self.elsewhere).encode_ordinary_batch(texts, num_threads)
+        results = [iter(engine.encode_ordinary_batch([t for t, m in zip(texts, marked) if m == wanted], num_threads))
+                   for engine, wanted in ((self.elsewhere, False), (self.at_start, True))]
+        return [next(results[m]) for m in marked]
+
+    def encode_ordinary_flat(self, texts: Sequence[str], num_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        marked = np.fromiter(map(self._starts, texts), bool, len(texts))
+        if marked.all() or not marked.any():
+            return (self.at_start if marked.all() else self.elsewhere).encode_ordinary_flat(texts, num_threads)
+        arrays: list[np.ndarray] = [np.empty(0, np.uint32)] * len(texts)
+        for engine, wanted in ((self.elsewhere, False), (self.at_start, True)):
+            chosen = np.flatnonzero(marked == wanted)
+            tokens, offsets = engine.encode_ordinary_flat([texts[i] for i in chosen], num_threads)
+            for k, i in enumerate(chosen.tolist()):
+                arrays[i] = tokens[offsets[k] : offsets[k + 1]]
+        return flat_from_arrays(arrays)
 
 
 def _as_str(text: str) -> str:
@@ -474,11 +536,12 @@ class Tokenizer:
             else:
                 piece = text[start:end] if self.normalizer is None else self.normalizer(text[start:end])
                 inner_pieces = split_added_tokens(piece, normalized)
+                at_start = index == 0 and self._starts_at_first_character(text[start:end])
                 for inner_index, (inner_start, inner_end, inner_token) in enumerate(inner_pieces):
                     if inner_token is not None:
                         tokens.append(normalized_ids[inner_token])
                     else:
-                        engine = self._piece_engine(index == 0 and inner_index == 0, normalized=True)
+                        engine = self._piece_engine(at_start and inner_index == 0, normalized=True)
                         tokens.extend(engine.encode_ordinary(piece[inner_start:inner_end]))
         return tokens
 
@@ -503,6 +566,15 @@ class Tokenizer:
 
     def _token_id(self, token: str) -> int:
         return self._special_tokens[token] if token in self._special_tokens else self.added_tokens[token]
+
+    def _starts_at_first_character(self, text: str) -> bool:
+        """Whether the normalized text still starts at its first character, where the pre-tokenizer marks a text's
+        start (``StartAwareEngine``); True where it does not mark it or nothing normalizes."""
+        if self.normalizer is None or getattr(self.pretokenizer, "after_token", None) is None:
+            return True
+        from crayon.formats.hf_normalize import starts_at_first_character
+
+        return starts_at_first_character(self.normalizer, text)
 
     def _piece_engine(self, at_start: bool, normalized: bool = False) -> Engine:
         """The engine of a piece of text between added tokens: one ``normalized`` already (HF's second pass) is
@@ -635,7 +707,7 @@ class Tokenizer:
                     offsets.append(piece.original_span(inner_start, inner_end))
                     strings.append(piece.text[inner_start:inner_end])
                     continue
-                at_start = index == 0 and inner_index == 0
+                at_start = index == 0 and inner_index == 0 and piece.spans[0][0] == 0  # HF's original offset
                 self._append_offsets(piece[inner_start:inner_end], at_start, ids, offsets, strings)
         if self.post_processor is not None:
             offsets = self.post_processor.trim_offsets(strings, offsets)

@@ -564,3 +564,61 @@ def test_normalizer_alignments_match_hf(text):
             "version": "1.0", "normalizer": spec, "model": {"type": "WordLevel", "vocab": {"a": 0}, "unk_token": "a"}
         })).normalizer
         check_alignments(normalizer_from_hf(spec), hf, text)
+
+
+# --- Metaspace prepend_scheme "first" behind a normalizer -------------------------------------------------------
+
+FIRST_EDGES = ["hello world", "\u0301abc def", "``quote'' x", "''x", "\x00x y", "\x01\u0301a", "\u3000x", "\ufeffx",
+               " hello", "  hello  there", "\u200bhello", "\u2581x", "ﬁne", "Ünïcödé", "Σ", "", " ", "\u0301",
+               "<extra_id_0>hello", "hi<extra_id_1> there", "\u0301<extra_id_0> x", "\u4e2d\u6587 x", "\t\tx"]
+FIRST_TEXT = st.one_of(tokenizer_text, st.lists(st.sampled_from(list(" \t\u0301\u200b\x01`'a\u4e2d\u2581\uff41\u00e9")
+                                                                  + ["<extra_id_0>", "``"]), max_size=8).map("".join))
+
+
+@pytest.fixture(scope="module")
+def first_files(family_files):
+    """T5, ALBERT and XLNet files with Metaspace's prepend_scheme "first" (transformers writes it for
+    ``legacy=False``): HF puts the ▁ only where the normalized text still starts at the input's first character."""
+    files = {}
+    for name in ("T5Tokenizer", "AlbertTokenizer", "XLNetTokenizer"):
+        config = json.loads(family_files[name].read_text())
+        config["pre_tokenizer"]["prepend_scheme"] = "first"
+        files[name] = family_files[name].with_name(f"{name}-first.json")
+        files[name].write_text(json.dumps(config))
+    return files
+
+
+@pytest.mark.parametrize("name", ["T5Tokenizer", "AlbertTokenizer", "XLNetTokenizer"])
+def test_metaspace_first_behind_a_normalizer_gives_hf_ids(first_files, name):
+    """A text whose first characters the normalizer removes (a mark StripAccents drops, leading white space
+    Strip drops) or rewrites with a later one (``Replace`` of "``") gets no ▁, as in HF; others get it; after an
+    added token none. Text by text, in batches mixing both, and their offsets, on both engines."""
+    hf = tokenizers.Tokenizer.from_file(str(first_files[name]))
+    lines = [line for line in sample_text().splitlines() if line][:400]
+    texts = FIRST_EDGES + lines
+    expected = [hf.encode(text, add_special_tokens=False).ids for text in texts]
+    for backend in ("reference", "jit"):
+        ours = crayon.load(first_files[name], backend=backend)
+        assert [ours.encode(text, allowed_special="all") for text in FIRST_EDGES] == expected[:len(FIRST_EDGES)]
+        assert ours.encode_batch(texts, allowed_special="all") == expected
+        assert ours.encode_batch(lines) == expected[len(FIRST_EDGES):]
+    for text in FIRST_EDGES:
+        check_offsets(ours, hf, text)
+    always = tokenizers.Tokenizer.from_file(str(first_files[name]).replace("-first", ""))
+    assert any(always.encode(text, add_special_tokens=False).ids != ids for text, ids in zip(FIRST_EDGES, expected))
+
+
+@pytest.mark.parametrize("name", ["T5Tokenizer", "AlbertTokenizer"])
+def test_metaspace_first_behind_a_normalizer_on_generated_text(first_files, name):
+    hf = tokenizers.Tokenizer.from_file(str(first_files[name]))
+    loaded = [crayon.load(first_files[name], backend=backend) for backend in ("reference", "jit")]
+
+    @settings(max_examples=100, deadline=None)
+    @given(texts=st.lists(FIRST_TEXT, min_size=1, max_size=3))
+    def check(texts):
+        expected = [hf.encode(text, add_special_tokens=False).ids for text in texts]
+        for ours in loaded:
+            assert ours.encode_batch(texts, allowed_special="all") == expected
+            assert [ours.encode(text, allowed_special="all") for text in texts] == expected
+
+    check()

@@ -319,7 +319,8 @@ def test_metaspace_first_puts_no_prefix_after_an_added_token():
 
 
 @pytest.mark.parametrize("change, named", [
-    ({"normalizer": {"type": "NFC"}}, "'first' with a normalizer"),
+    ({"normalizer": {"type": "Replace", "pattern": {"Regex": "a+b"}, "content": ""}}, "Replace of 'a\\+b'"),
+    ({"normalizer": {"type": "Replace", "pattern": {"String": "x" * 17}, "content": "y"}}, "Replace of 'x"),
     ({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [
         {"type": "WhitespaceSplit"}, {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": True}]}},
      "'first' after another pre-tokenizer"),

@@ -51,7 +51,7 @@ from crayon.formats.hf_pretokenize import (
     to_byte_chars,
 )
 from crayon.formats.hf_decode import Decoder, decoder_from_hf
-from crayon.formats.hf_normalize import Normalizer, UnicodeNormalizer, normalizer_from_hf
+from crayon.formats.hf_normalize import Normalizer, UnicodeNormalizer, normalizer_from_hf, start_is_local
 from crayon.formats.hf_postprocess import post_processor_from_hf
 from crayon.formats.spec import TokenizerSpec
 from crayon.reference.added_tokens import PLAIN, AddedTokenOptions
@@ -222,9 +222,7 @@ def pipeline_from_hf(config: dict, *, byte_level: bool | None = True) -> tuple[N
         input_is_byte_chars=normalizer is not None and normalizer.maps_to_byte_chars,
     )
     if pretokenizer.after_token is not None and normalizer is not None:
-        raise UnsupportedComponentError(
-            "Metaspace prepend_scheme 'first' with a normalizer: HF puts the ▁ only where the normalized text still "
-            "starts at the input's first character, which Crayon does not track")
+        start_is_local(normalizer)  # HF puts the ▁ only where the normalized text starts at the first character
     if byte_level is True and not pretokenizer.output_is_byte_chars:
         raise UnsupportedComponentError(
             "BPE over characters: no ByteLevel pre-tokenizer or normalizer maps the text to bytes"

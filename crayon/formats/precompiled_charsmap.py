@@ -213,7 +213,11 @@ class CharsMap:
                 char, change = changes[-1]
                 changes[-1] = (char, change + grown)
 
+        starts = self.starts_key
         for cluster in _clusters(text, 0, len(text)):
+            if starts is not None and not starts[ord(cluster[0])] and len(cluster) == 1:
+                changes.append((cluster, 0))  # no key starts with it
+                continue
             if len(cluster.encode("utf-8")) < _SHORT_CLUSTER_BYTES:
                 whole = self.shortest_rule(cluster)
                 if whole is not None:
@@ -221,7 +225,7 @@ class CharsMap:
                     replace(cluster, whole)
                     continue
             for char in cluster:
-                rule = self.shortest_rule(char)
+                rule = None if starts is not None and not starts[ord(char)] else self.shortest_rule(char)
                 if rule is None:
                     changes.append((char, 0))
                 else:
