@@ -119,7 +119,7 @@ def model_sections(model) -> tuple[dict, dict[str, np.ndarray]]:
         sections.update(dat_sections("wordlevel.dat", model.dat))
         return {"type": "WordLevel", "unk_token": model.unk_token}, sections
     if isinstance(model, SentencePieceWordModel):
-        sections = vocab_sections({i: piece.encode("utf-8") for i, piece in enumerate(model.pieces)})
+        sections = vocab_sections({i: piece.encode("utf-8") for i, piece in enumerate(model.strings)})
         sections["words.matchable"] = np.array(model.matchable, np.int64)
         sections.update(dat_sections("words.dat", model.dat))
         return {"type": "SentencePieceWord", "unk_id": model.unk_id, "byte_fallback": model.byte_fallback}, sections

@@ -1156,8 +1156,9 @@ class Tokenizer:
             tokens = [token for token in tokens if token not in self._special_ids]
         if self.decoder is None:
             return self.decode_bytes(tokens).decode("utf-8", errors=errors)
-        if self._id_strings is None:
-            self._id_strings = [self.id_to_token(token) for token in range(self.n_vocab)]
+        if self._id_strings is None:  # a decoder may know ids the model never gives (SentencePiece's <s>, </s>)
+            self._id_strings = (getattr(self.decoder, "token_strings", None)
+                                or [self.id_to_token(token) for token in range(self.n_vocab)])
         try:
             strings = [self._id_strings[operator.index(token)] if token >= 0 else None for token in tokens]
         except IndexError:

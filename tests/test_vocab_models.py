@@ -475,7 +475,7 @@ def test_sentencepiece_word_model_is_kept_in_a_cartridge(word_model, tmp_path):
     gives the same ids once saved and reopened, on both engines."""
     processor, path = word_model
     spec = read_sentencepiece_tokenizer(path)
-    spec.normalizer, spec.pretokenizer, spec.pattern = None, None, r"\S+|\s+"
+    spec.normalizer, spec.pretokenizer, spec.pattern, spec.decoder = None, None, r"\S+|\s+", None
     tok = crayon.Tokenizer.from_spec(spec, backend="reference")
     tok.save(tmp_path / "x.crayon")
     texts = [normalize(read_sentencepiece(path), text) for text in WORD_EDGES]
@@ -648,7 +648,7 @@ def test_sentencepiece_user_defined_tokens_are_kept_in_a_cartridge(user_defined_
     """A cartridge stores a model's user-defined tokens (BPE, char) and unknown score (Unigram): the model under a
     pattern (SentencePiece's normalizer itself is not saved) gives the same ids once saved and reopened."""
     spec = read_sentencepiece_tokenizer(user_defined_model[1])
-    spec.normalizer, spec.pretokenizer, spec.pattern = None, None, r"\S+|\s+"
+    spec.normalizer, spec.pretokenizer, spec.pattern, spec.decoder = None, None, r"\S+|\s+", None
     tok = crayon.Tokenizer.from_spec(spec, backend="reference")
     tok.save(tmp_path / "x.crayon")
     texts = [normalize(read_sentencepiece(user_defined_model[1]), text) for text in USER_DEFINED_EDGES]
@@ -693,21 +693,49 @@ def test_sentencepiece_user_defined_pieces_under_every_whitespace_option(whitesp
             assert tok.encode_batch(texts) == expected
 
 
-def test_sentencepiece_tokens_decode_to_the_text_and_are_not_saved(sentencepiece_model, tmp_path):
-    """Pieces stand for their text (▁ a space, <0xXX> a byte): decoding gives the text after the dummy prefix.
-    A cartridge holds HF pipelines only and a tokenizer.json written by Crayon byte-level BPE only: saving these is
-    refused naming SentencePiece's normalizer or the model."""
+def test_sentencepiece_tokens_decode_as_sentencepiece_and_are_not_saved(sentencepiece_model, tmp_path):
+    """Decoding is ``sentencepiece``'s: the dummy prefix's space dropped, a byte run as UTF-8, the unknown piece
+    " ⁇ ", control pieces nothing. A cartridge holds HF pipelines only and a tokenizer.json written by Crayon
+    byte-level BPE only: saving these is refused naming SentencePiece's decoding, normalizer or the model."""
     processor, file, _ = sentencepiece_model
     path = tmp_path / f"{file.model_type}.model"
     path.write_bytes(processor.serialized_model_proto())
     tok = crayon.load(path, backend="jit")
     text = "Hello wörld, 😀 and ﬁ 12345."
     ids = tok.encode(text)
-    if file.byte_fallback or processor.unk_id() not in ids:
-        assert tok.decode(ids) == " " + text
+    assert tok.decode(ids) == processor.decode(ids)
+    if file.byte_fallback:
+        assert tok.decode(ids) == text.replace("ﬁ", "ﬁ")
     for save in (lambda: tok.save(tmp_path / "x.crayon"), lambda: tok.export(tmp_path / "x.json", format="hf")):
-        with pytest.raises(UnsupportedComponentError, match="SentencePieceNormalizer|CharBytePairModel|UnigramModel"):
+        with pytest.raises(UnsupportedComponentError,
+                           match="SentencePieceDecoder|SentencePieceNormalizer|CharBytePairModel|UnigramModel"):
             save()
+
+
+def check_decode_of_any_ids(processor, tok):
+    """Any ids (control, unknown and byte pieces among them, bytes that are no UTF-8 ...) decode as
+    ``SentencePieceProcessor.decode`` decodes them."""
+    size = processor.get_piece_size()
+    special = [i for i in range(min(size, 300))
+               if processor.is_control(i) or processor.is_unknown(i) or processor.is_byte(i)]
+
+    @settings(max_examples=60, deadline=None)
+    @given(ids=st.lists(st.sampled_from(special) | st.integers(0, size - 1), max_size=12))
+    def check(ids):
+        assert tok.decode(ids) == processor.decode(ids)
+
+    check()
+
+
+def test_sentencepiece_decode_of_any_ids_is_sentencepieces(sentencepiece_model, tmp_path):
+    processor, file, _ = sentencepiece_model
+    path = tmp_path / f"{file.model_type}.model"
+    path.write_bytes(processor.serialized_model_proto())
+    check_decode_of_any_ids(processor, crayon.load(path, backend="reference"))
+
+
+def test_sentencepiece_word_model_decode_of_any_ids_is_sentencepieces(word_model):
+    check_decode_of_any_ids(word_model[0], crayon.load(word_model[1], backend="reference"))
 
 
 @pytest.mark.parametrize("small_cache", [False, True], ids=["cache", "full_cache"])

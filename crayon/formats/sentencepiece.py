@@ -53,6 +53,7 @@ class SentencePieceFile:
     escape_whitespaces: bool = True
     treat_whitespace_as_suffix: bool = False
     allow_whitespace_only_pieces: bool = False
+    unk_surface: str = " \u2047 "  # what decoding writes for the unknown piece
 
     def ids_of(self, *kinds: int) -> list[int]:
         """The ids of the pieces of these types."""
@@ -116,6 +117,8 @@ def read_sentencepiece(path: str | os.PathLike) -> SentencePieceFile:
                     model.treat_whitespace_as_suffix = bool(inner_value)
                 elif inner == 26:
                     model.allow_whitespace_only_pieces = bool(inner_value)
+                elif inner == 44:
+                    model.unk_surface = inner_value.decode("utf-8")
                 elif inner == 35:
                     model.byte_fallback = bool(inner_value)
         elif number == 3:  # normalizer_spec
@@ -233,6 +236,76 @@ class SentencePieceNormalizer:
         return options
 
 
+class SentencePieceDecoder:
+    """``SentencePieceProcessor.decode`` of the pieces of ids: a control piece (``<s>``, ``</s>``) is nothing, the
+    unknown piece the trainer's ``unk_surface`` (" ⁇ "), a run of byte pieces ``<0xXX>`` its bytes as UTF-8 (each
+    byte that starts no character a U+FFFD), a ``▁`` a space; with ``add_dummy_prefix`` or
+    ``remove_extra_whitespaces`` the first piece loses a leading ``▁`` (with ``remove_extra_whitespaces``, each
+    piece until one writes text)."""
+
+    preserves_bytes = False
+
+    def __init__(self, model: SentencePieceFile):
+        self.token_strings = [piece for piece, _, _ in model.pieces]  # every id's piece, control pieces included
+        self.control = frozenset(model.pieces[i][0] for i in model.ids_of(CONTROL))
+        self.unknown = frozenset(model.pieces[i][0] for i in model.ids_of(UNKNOWN))
+        self.bytes = {model.pieces[i][0]: bytes([int(model.pieces[i][0][3:5], 16)]) for i in model.ids_of(BYTE)}
+        self.unknown_surface = model.unk_surface
+        self.strips_first = model.add_dummy_prefix or model.remove_extra_whitespaces
+        self.strips_until_text = model.remove_extra_whitespaces
+
+    def decode(self, tokens: list[str], errors: str = "replace") -> str:
+        """The text of the pieces; ``errors`` other than "replace" (SentencePiece's U+FFFD per byte) handle a
+        byte that starts no character as ``bytes.decode`` does."""
+        surfaces: list[str] = []
+        pending: list[bytes] = []
+        at_start, stripped, written = True, False, False
+        for piece in tokens:
+            if piece in self.bytes:
+                pending.append(self.bytes[piece])
+                continue
+            if pending:
+                surfaces.append(_utf8_surface(b"".join(pending), errors))
+                written, pending = written or bool(surfaces[-1]), []
+            at_start = at_start and not stripped and not written
+            stripped = False
+            if piece in self.control:
+                surface = ""
+            elif piece in self.unknown:
+                surface = self.unknown_surface
+            else:
+                if at_start and self.strips_first and piece.startswith(SPACE):
+                    piece, stripped = piece[1:], not self.strips_until_text
+                surface = piece.replace(SPACE, " ")
+            surfaces.append(surface)
+            written = written or bool(surface)
+        if pending:
+            surfaces.append(_utf8_surface(b"".join(pending), errors))
+        return "".join(surfaces)
+
+    def to_hf(self) -> dict:
+        raise UnsupportedComponentError("SentencePieceDecoder: SentencePiece's decoding has no tokenizer.json form")
+
+
+def _utf8_surface(data: bytes, errors: str) -> str:
+    """UTF-8 bytes as text, character by character; a byte that starts no character is U+FFFD ("replace")."""
+    if errors != "replace":
+        return data.decode("utf-8", errors)
+    text, start = [], 0
+    while start < len(data):
+        for end in range(min(len(data), start + 4), start, -1):
+            try:
+                text.append(data[start:end].decode("utf-8"))
+                break
+            except UnicodeDecodeError:
+                continue
+        else:
+            text.append("\ufffd")
+            end = start + 1
+        start = end
+    return "".join(text)
+
+
 def read_sentencepiece_tokenizer(path: str | os.PathLike) -> TokenizerSpec:
     """The spec of a SentencePiece unigram, bpe, char or word ``.model``: its normalization, its model, and its spans.
     ``Tokenizer.from_spec(...).encode(text)`` gives ``SentencePieceProcessor.encode(text)``.
@@ -244,4 +317,4 @@ def read_sentencepiece_tokenizer(path: str | os.PathLike) -> TokenizerSpec:
     model = read_sentencepiece(path)
     encoder = model_from_sentencepiece(model)
     return TokenizerSpec(Path(path).stem, encoder, pattern=None, normalizer=SentencePieceNormalizer(model),
-                         pretokenizer=WholeText())
+                         pretokenizer=WholeText(), decoder=SentencePieceDecoder(model))

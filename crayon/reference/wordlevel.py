@@ -74,14 +74,14 @@ class SentencePieceWordModel:
 
     def __init__(self, pieces: list[str], matchable: list[int], *, unk_id: int | None, byte_fallback: bool = False,
                  dat: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None):
-        self.pieces, self.matchable = list(pieces), list(matchable)
+        self.strings, self.matchable = list(pieces), list(matchable)  # each id's piece
         self.unk_id, self.byte_fallback = unk_id, byte_fallback
-        self.words = {self.pieces[i]: i for i in self.matchable}
-        self.vocab = {piece: i for i, piece in enumerate(self.pieces)}
+        self.words = {self.strings[i]: i for i in self.matchable}
+        self.vocab = {piece: i for i, piece in enumerate(self.strings)}
         self.byte_ids = np.array([self.vocab.get(f"<0x{byte:02X}>", -1) for byte in range(256)], np.int64)
         if byte_fallback and (self.byte_ids < 0).any():
             raise UnknownTokenError("SentencePiece byte_fallback without the 256 byte pieces <0x00> ... <0xFF>")
-        self.token_bytes = {i: piece_bytes(piece) for i, piece in enumerate(self.pieces)}
+        self.token_bytes = {i: piece_bytes(piece) for i, piece in enumerate(self.strings)}
         self._dat = dat
 
     @property
