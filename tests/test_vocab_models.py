@@ -426,9 +426,50 @@ def test_sentencepiece_files_it_cannot_read_exactly_are_refused(tmp_path):
     with pytest.raises(UnsupportedComponentError, match="allow_whitespace_only_pieces"):
         model_from_sentencepiece(read_sentencepiece(prefix + ".model"))
     spm.SentencePieceTrainer.train(input=str(tmp_path / "train.txt"), model_prefix=prefix + "-suffix", vocab_size=300,
-                                   treat_whitespace_as_suffix=True, minloglevel=2)
-    with pytest.raises(UnsupportedComponentError, match="treat_whitespace_as_suffix"):
+                                   model_type="word", treat_whitespace_as_suffix=True, minloglevel=2)
+    with pytest.raises(UnsupportedComponentError, match="word model with treat_whitespace_as_suffix"):
         crayon.load(prefix + "-suffix.model")
+
+
+SUFFIX_KINDS = [(kind, rule, byte_fallback) for kind, rule, byte_fallback in itertools.product(
+    ("unigram", "bpe", "char"), ("identity", "nmt_nfkc"), (False, True)) if byte_fallback == (rule == "identity")]
+SUFFIX_EDGES = ["", "   ", "\u2581", "\u2581\u2581  ", "\u2581a", "a\u2581", " a ", "a \u2581", "\u2581 a", "foo", "the  foo\tx",
+                "Hello wörld, 😀 and ﬁ 12345."]
+
+
+@pytest.fixture(scope="module", params=SUFFIX_KINDS, ids=lambda kind: "-".join(map(str, kind)))
+def suffix_model(request, tmp_path_factory):
+    """(processor, path) of a model trained with treat_whitespace_as_suffix (the ▁ ends a word: "a▁", "b▁")."""
+    model_type, rule, byte_fallback = request.param
+    folder = tmp_path_factory.mktemp("spm-suffix")
+    (folder / "train.txt").write_text("".join(training_lines()), encoding="utf-8")
+    prefix = str(folder / model_type)
+    spm.SentencePieceTrainer.train(input=str(folder / "train.txt"), model_prefix=prefix, minloglevel=2,
+                                   vocab_size=1500, model_type=model_type, character_coverage=0.995,
+                                   normalization_rule_name=rule, byte_fallback=byte_fallback,
+                                   treat_whitespace_as_suffix=True, user_defined_symbols=["foo"])
+    return spm.SentencePieceProcessor(model_file=prefix + ".model"), prefix + ".model"
+
+
+def test_sentencepiece_suffix_models_load_with_sentencepiece_ids(suffix_model):
+    """The dummy space goes at the end of the text (after the ▁s there are removed, even where only they were
+    left): ids and decoded text of ``sentencepiece``, on both engines."""
+    processor, path = suffix_model
+    texts = [line for line in sample_text().splitlines() if line][:200] + SUFFIX_EDGES
+    check_loaded(path, processor.encode, texts)
+    tok = crayon.load(path, backend="jit")
+    assert [tok.decode(processor.encode(text)) for text in texts] == [processor.decode(processor.encode(text))
+                                                                     for text in texts]
+
+
+@settings(max_examples=60, deadline=None)
+@given(texts=st.lists(st.lists(st.sampled_from([" ", "  ", "\u2581", "a", "b", "\u00e9", "\u4e2d", "the", "foo", "\t"]),
+                               max_size=10).map("".join), min_size=1, max_size=4))
+def test_sentencepiece_suffix_models_on_generated_text(suffix_model, texts):
+    processor, path = suffix_model
+    expected = [processor.encode(text) for text in texts]
+    for backend in ("reference", "jit"):
+        assert crayon.load(path, backend=backend).encode_batch(texts) == expected
 
 
 WORD_KINDS = [("identity", False, True), ("nmt_nfkc", True, True), ("nmt_nfkc", False, False)]

@@ -5,8 +5,8 @@
 (``crayon.reference.char_bpe``) model that encodes as SentencePiece does (a char model is BPE without merges),
 and ``normalize`` SentencePiece's text preparation: the precompiled character map of its normalization rule
 (``nmt_nfkc``, the default, ``nmt_nfkc_cf``, ...; none for ``identity``), extra spaces removed, a dummy prefix,
-spaces written ``▁``. A word model cuts the normalized text into words at each ``▁`` itself
-(``crayon.reference.wordlevel.SentencePieceWordModel``).
+spaces written ``▁`` (with ``treat_whitespace_as_suffix``, a dummy suffix instead). A word model cuts the
+normalized text into words at each ``▁`` itself (``crayon.reference.wordlevel.SentencePieceWordModel``).
 
 User-defined pieces (``user_defined_symbols=`` of the trainer) are not HF's added tokens: SentencePiece cuts
 nothing out of the text. The normalizer copies one found in the raw text as it is (no character map; its spaces
@@ -143,9 +143,9 @@ def model_from_sentencepiece(model: SentencePieceFile) -> UnigramModel | CharByt
     them."""
     if model.model_type not in ("unigram", "bpe", "char", "word"):
         raise UnsupportedComponentError(f"SentencePiece model type {model.model_type!r} (only unigram, bpe, char, word)")
-    if model.treat_whitespace_as_suffix:
-        raise UnsupportedComponentError("SentencePiece treat_whitespace_as_suffix (the ▁ ends a word instead of "
-                                        "starting it)")
+    if model.treat_whitespace_as_suffix and model.model_type == "word":
+        raise UnsupportedComponentError("SentencePiece word model with treat_whitespace_as_suffix (the ▁ ends a "
+                                        "word instead of starting it)")
     unknown = model.ids_of(UNKNOWN)
     normal, user_defined = model.ids_of(NORMAL), model.ids_of(USER_DEFINED)
     if model.model_type == "word":
@@ -182,7 +182,8 @@ def normalize(model: SentencePieceFile, text: str, charsmap: CharsMap | None = N
               user_defined: frozenset[str] = frozenset()) -> str:
     """SentencePiece's preparation of text: the user-defined pieces kept as they are and the character map's
     rewrites (``CharsMap.longest_rewrites``), if any; then spaces (U+0020) at the start removed and runs of them
-    made one, a dummy prefix, spaces written ``▁``, and ``▁``s at the end removed. A ``▁`` in the text is kept as
+    made one, a dummy prefix, spaces written ``▁``, and ``▁``s at the end removed (with
+    ``treat_whitespace_as_suffix``, then a dummy suffix, wherever the text had more than spaces). A ``▁`` in the text is kept as
     it is, but ends a run of spaces, and is removed at the end like the spaces written ``▁`` (``encode("▁")`` is
     empty, ``encode("▁a")`` is ``▁``, ``▁a``). Spaces inside one rewrite or user-defined piece are kept as they
     are (a run of them is not made one); those at its start are removed after a space."""
@@ -195,7 +196,8 @@ def normalize(model: SentencePieceFile, text: str, charsmap: CharsMap | None = N
         start += 1
     if start == len(pieces):
         return ""
-    kept = [" "] if model.add_dummy_prefix else []
+    suffix = model.treat_whitespace_as_suffix
+    kept = [" "] if model.add_dummy_prefix and not suffix else []
     after_space = model.remove_extra_whitespaces
     for piece in pieces[start:]:
         if after_space:
@@ -204,9 +206,12 @@ def normalize(model: SentencePieceFile, text: str, charsmap: CharsMap | None = N
             kept.append(piece)
             after_space = model.remove_extra_whitespaces and piece.endswith(" ")
     text = "".join(kept)
+    space = SPACE if model.escape_whitespaces else " "
     if model.escape_whitespaces:
         text = text.replace(" ", SPACE)
-    return text.rstrip(SPACE if model.escape_whitespaces else " ") if model.remove_extra_whitespaces else text
+    if model.remove_extra_whitespaces:
+        text = text.rstrip(space)
+    return text + space if suffix and model.add_dummy_prefix else text  # even where only ▁s were left
 
 
 class SentencePieceNormalizer:
@@ -227,7 +232,8 @@ class SentencePieceNormalizer:
         ``crayon.jit.whitespace_normalizer.normalize_utf8`` takes them."""
         options = {"escape_whitespaces": self.model.escape_whitespaces,
                    "remove_extra_whitespaces": self.model.remove_extra_whitespaces,
-                   "add_dummy_prefix": self.model.add_dummy_prefix}
+                   "add_dummy_prefix": self.model.add_dummy_prefix,
+                   "treat_whitespace_as_suffix": self.model.treat_whitespace_as_suffix}
         if self.charsmap is not None:
             options["charsmap"] = self.charsmap.kernel_arrays
         if self.user_defined:

@@ -75,8 +75,8 @@ def _write_replacement_piece(out, n, replacements, start, stop, after_space, esc
 
 
 @njit(cache=True, nogil=True)
-def _normalize_kernel(data, text_ends, escape_whitespaces, remove_extra_whitespaces, add_dummy_prefix, units,
-                      first_bytes, first_byte_pairs, replacements, user_defined, out, out_ends):
+def _normalize_kernel(data, text_ends, escape_whitespaces, remove_extra_whitespaces, add_dummy_prefix, as_suffix,
+                      units, first_bytes, first_byte_pairs, replacements, user_defined, out, out_ends):
     """Write each text's normalized bytes to ``out`` and its end to ``out_ends``; returns the bytes written, or
     -1 where ``out`` is too small. The pieces that are neither a user-defined piece (the longest in the DAT
     ``user_defined`` starting there) nor rewritten by a character map are single characters: they are written
@@ -106,7 +106,8 @@ def _normalize_kernel(data, text_ends, escape_whitespaces, remove_extra_whitespa
                 break
             pos += length if length else 1
         text_start = n
-        if add_dummy_prefix and pos < end:
+        has_text = pos < end
+        if add_dummy_prefix and not as_suffix and has_text:
             n = _write_space(out, n, escape_whitespaces)
         after_space = remove_extra_whitespaces
         while pos < end:
@@ -144,6 +145,8 @@ def _normalize_kernel(data, text_ends, escape_whitespaces, remove_extra_whitespa
         elif remove_extra_whitespaces:
             while n > text_start and out[n - 1] == 0x20:
                 n -= 1
+        if add_dummy_prefix and as_suffix and has_text:  # the dummy space goes at the end instead, after the rest
+            n = _write_space(out, n, escape_whitespaces)
         out_ends[text] = n
         start = end
     return n
@@ -154,7 +157,7 @@ NO_USER_DEFINED = (np.zeros(1, np.int32), np.full(1, -1, np.int32), np.full(1, -
 
 
 def normalize_utf8(data: np.ndarray, text_ends: np.ndarray, *, escape_whitespaces: bool,
-                   remove_extra_whitespaces: bool, add_dummy_prefix: bool,
+                   remove_extra_whitespaces: bool, add_dummy_prefix: bool, treat_whitespace_as_suffix: bool = False,
                    charsmap: tuple[np.ndarray, ...] = NO_CHARSMAP,
                    user_defined: tuple[np.ndarray, np.ndarray, np.ndarray] = NO_USER_DEFINED
                    ) -> tuple[np.ndarray, np.ndarray]:
@@ -167,7 +170,7 @@ def normalize_utf8(data: np.ndarray, text_ends: np.ndarray, *, escape_whitespace
         out = np.empty(size, np.uint8)
         out_ends = np.empty(len(text_ends), np.int64)
         n = _normalize_kernel(data, text_ends, escape_whitespaces, remove_extra_whitespaces, add_dummy_prefix,
-                              *charsmap, user_defined, out, out_ends)
+                              treat_whitespace_as_suffix, *charsmap, user_defined, out, out_ends)
         if n >= 0:
             return out[:n], out_ends
         size *= 2  # a rule's replacement is longer than its key
