@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from crayon.jit.cache import GROW_AFTER_BYTES, SMALL_CACHE_BUCKETS, new_piece_cache
+from crayon.jit.cache import GROW_AFTER_BYTES, SMALL_CACHE_BUCKETS, new_long_piece_cache, new_piece_cache
 from crayon.jit.char_bpe import CharBytePairTables
 from crayon.jit.char_bpe import encode_spans as char_bpe_encode_spans
 from crayon.jit.character_normalizer import CharacterNormalizer, character_normalizer_of
@@ -26,11 +26,13 @@ from crayon.jit.whitespace_normalizer import normalize_utf8
 from crayon.jit.wordlevel import encode_sentencepiece_words
 from crayon.jit.wordlevel import encode_words as wordlevel_encode_words
 from crayon.jit.wordpiece import encode_words
-from crayon.reference.cache import DEFAULT_BUCKETS
+from crayon.reference.cache import DEFAULT_BUCKETS, DEFAULT_LONG_ROWS
 from crayon.reference.char_bpe import CharBytePairModel
 from crayon.reference.unigram import UnigramModel
 from crayon.reference.wordlevel import SentencePieceWordModel, WordLevelModel
 from crayon.reference.wordpiece import WordPieceModel
+
+SMALL_LONG_ROWS = 1 << 8  # a thread's first long-piece cache (Unigram's): 32 KB, then DEFAULT_LONG_ROWS (8 MB)
 
 
 class VocabModelEngine:
@@ -46,6 +48,7 @@ class VocabModelEngine:
                             f"{tokenizer.model_class.__name__}")
         self._tokenizer = tokenizer  # its model is built on first use (a cartridge's, when opened)
         self._local = threading.local()
+        self._clearings = 0  # clear_caches calls so far: a thread whose caches saw fewer makes new ones
         self._normalizer = tokenizer.normalizer
         self._pretokenizer = tokenizer.pretokenizer
         self.compiled_splits = compiled_splits_of(tokenizer.pretokenizer, rewrites=True)
@@ -75,28 +78,42 @@ class VocabModelEngine:
         return shared_ids(1 + max(self.model.token_bytes, default=-1))
 
     @functools.cached_property
-    def _encode(self) -> Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
-        """(UTF-8 data, span ends, piece cache) -> (ids, ids per span), with the model's kernel."""
+    def _encode(self) -> Callable[[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]],
+                                  tuple[np.ndarray, np.ndarray]]:
+        """(UTF-8 data, span ends, piece caches) -> (ids, ids per span), with the model's kernel."""
         model = self.model
         if isinstance(model, WordPieceModel):
-            return lambda data, ends, pieces: encode_words(model, data, ends)
+            return lambda data, ends, caches: encode_words(model, data, ends)
         if isinstance(model, WordLevelModel):
-            return lambda data, ends, pieces: wordlevel_encode_words(model, data, ends)
+            return lambda data, ends, caches: wordlevel_encode_words(model, data, ends)
         if isinstance(model, SentencePieceWordModel):
-            return lambda data, ends, pieces: encode_sentencepiece_words(model, data, ends)
+            return lambda data, ends, caches: encode_sentencepiece_words(model, data, ends)
         if isinstance(model, UnigramModel):
-            return functools.partial(unigram_encode_spans, UnigramTables(model))
-        return functools.partial(char_bpe_encode_spans, CharBytePairTables(model))
+            tables = UnigramTables(model)
+            return lambda data, ends, caches: unigram_encode_spans(tables, data, ends, *caches)
+        tables = CharBytePairTables(model)
+        return lambda data, ends, caches: char_bpe_encode_spans(tables, data, ends, caches[0])
 
-    def _piece_cache(self, text_bytes: int) -> np.ndarray:
-        """This thread's piece cache (``crayon.jit.word_cache``): small until the thread has encoded
-        ``GROW_AFTER_BYTES``, then full size, as ``JitEngine``'s."""
+    def _piece_caches(self, text_bytes: int) -> tuple[np.ndarray, np.ndarray]:
+        """This thread's piece cache (``crayon.jit.word_cache``) and long-piece cache (Unigram's segments; one row
+        for the other models): small until the thread has encoded ``GROW_AFTER_BYTES``, then full size, as
+        ``JitEngine``'s."""
         local = self._local
         local.encoded = getattr(local, "encoded", 0) + text_bytes
-        buckets = DEFAULT_BUCKETS if local.encoded >= GROW_AFTER_BYTES else SMALL_CACHE_BUCKETS
-        if len(getattr(local, "pieces", ())) < 2 * buckets:
+        full_size = local.encoded >= GROW_AFTER_BYTES
+        buckets = DEFAULT_BUCKETS if full_size else SMALL_CACHE_BUCKETS
+        if len(getattr(local, "pieces", ())) < 2 * buckets or local.clearings != self._clearings:
             local.pieces = new_piece_cache(buckets)
-        return local.pieces
+            long_rows = (DEFAULT_LONG_ROWS if full_size else SMALL_LONG_ROWS) if isinstance(self.model,
+                                                                                          UnigramModel) else 1
+            local.long_pieces = new_long_piece_cache(long_rows)
+            local.clearings = self._clearings
+        return local.pieces, local.long_pieces
+
+    def clear_caches(self) -> None:
+        """Empty every thread's piece caches (benchmarks time a text as if seen for the first time): each thread
+        makes new ones at its next encode."""
+        self._clearings += 1
 
     def _spans(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(bytes of every span of every text, one after the other; their ends; the text each belongs to)."""
@@ -131,7 +148,7 @@ class VocabModelEngine:
                              num_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """All texts' ids in one uint32 array and int64 offsets, with one kernel call (``num_threads`` unused)."""
         data, ends, text_of_span = self._spans(texts)
-        ids, counts = self._encode(data, ends, self._piece_cache(len(data)))
+        ids, counts = self._encode(data, ends, self._piece_caches(len(data)))
         offsets = np.zeros(len(texts) + 1, np.int64)
         np.cumsum(np.bincount(text_of_span, weights=counts, minlength=len(texts)).astype(np.int64), out=offsets[1:])
         return ids.astype(np.uint32), offsets
