@@ -18,7 +18,7 @@ import numpy as np
 from crayon.errors import UnsupportedComponentError
 from crayon.jit.cache import (SMALL_CACHE_BUCKETS, cache_lookup, cache_store, fits_long_row, long_cache_lookup,
                               long_cache_store, long_piece_row, new_long_piece_cache, new_piece_cache, piece_key,
-                              piece_row)
+                              piece_row, prefetch)
 from crayon.jit.dat import interleave_dat, lookup, prefix_states
 from crayon.jit.lazy import njit
 from crayon.jit.word_cache import find_cached, new_word_cache, remember
@@ -51,6 +51,26 @@ def _segment_row(low, high, length, n_rows):
     bits folded down (``piece_row`` alone leaves a key's 7th and 8th bytes out of the bucket, and segments of 7
     or 8 bytes, ``▁`` and 4 or 5 letters, are many)."""
     return piece_row(low ^ (low >> np.uint64(29)), high ^ (high >> np.uint64(29)), length, n_rows)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _segment_ends(data, start, end, space_breaks, pieces, long_pieces, segment_ends):
+    """Write the ends of the segments of data[start:end] to ``segment_ends`` (one segment unless
+    ``space_breaks``) and return their number; start loading the cache lines that looking the segments up will
+    read, so that the lookups do not wait for memory one after the other."""
+    count = 0
+    while start < end:
+        segment_end = _segment_end(data, start, end) if space_breaks else end
+        size = segment_end - start
+        if space_breaks and MIN_PIECE_BYTES <= size <= MAX_PIECE_BYTES:
+            low, high = piece_key(data, start, segment_end)
+            prefetch(pieces, _segment_row(low, high, size, pieces.shape[0]))
+        elif space_breaks and MAX_PIECE_BYTES < size <= LONG_PIECE_BYTES:
+            prefetch(long_pieces, long_piece_row(data, start, segment_end, long_pieces.shape[0]))
+        segment_ends[count] = segment_end
+        count += 1
+        start = segment_end
+    return count
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -96,7 +116,7 @@ def _best_paths(data, start, size, dat_rows, starts, scores, unk_score, rebase, 
     its magnitude) and no score inside the segment goes beyond ±``REBASED_BEYOND`` when ``rebase``. Without
     ``track``, returns -1."""
     best_start[0] = 0
-    best_start[1 : size + 1] = -1
+    best_score[1 : size + 1] = -np.inf  # no path reaches there yet
     if track:
         exact[0] = 0.0
         exact[1 : size + 1] = -np.inf
@@ -108,8 +128,7 @@ def _best_paths(data, start, size, dat_rows, starts, scores, unk_score, rebase, 
         if rebase and (best_score[pos] < -REBASED_BEYOND or best_score[pos] > REBASED_BEYOND):
             offset = best_score[pos]
             for end in range(pos, frontier + 1):
-                if end == pos or best_start[end] >= 0:
-                    best_score[end] -= offset
+                best_score[end] -= offset
         char_length = _char_length(data[start + pos])
         one_char_piece = False
         here = best_score[pos]
@@ -123,7 +142,7 @@ def _best_paths(data, start, size, dat_rows, starts, scores, unk_score, rebase, 
             if token_id >= 0:
                 frontier = max(frontier, end)
                 score = here + scores[token_id]
-                if best_start[end] < 0 or score > best_score[end]:
+                if score > best_score[end]:
                     best_score[end], best_start[end], best_id[end] = score, pos, token_id
                 if track:
                     largest = _track(exact, second, end, here_exact + np.float64(scores[token_id]), largest)
@@ -143,7 +162,7 @@ def _best_paths(data, start, size, dat_rows, starts, scores, unk_score, rebase, 
             end = pos + char_length
             frontier = max(frontier, end)
             score = best_score[pos] + unk_score
-            if best_start[end] < 0 or score > best_score[end]:
+            if score > best_score[end]:
                 best_score[end], best_start[end], best_id[end] = score, pos, -1
             if track:
                 largest = _track(exact, second, end, here_exact + np.float64(unk_score), largest)
@@ -223,6 +242,7 @@ def encode_spans_kernel(data, span_ends, dat, dat_rows, starts, scores, unk_scor
     steps = np.empty(longest + 1, np.int64)
     exact = np.empty(longest + 1, np.float64)
     second = np.empty(longest + 1, np.float64)
+    segment_ends = np.empty(longest + 1, np.int64)
     n = 0
     span_start = 0
     used = 0
@@ -237,9 +257,10 @@ def encode_spans_kernel(data, span_ends, dat, dat_rows, starts, scores, unk_scor
                 continue
         first = n
         best_score[0] = 0
+        segments = _segment_ends(data, span_start, span_end, space_breaks, pieces, long_pieces, segment_ends)
         segment_start = span_start
-        while segment_start < span_end:
-            segment_end = _segment_end(data, segment_start, span_end) if space_breaks else span_end
+        for segment in range(segments):
+            segment_end = segment_ends[segment]
             size = segment_end - segment_start
             if rebase and (best_score[0] < -REBASED_BEYOND or best_score[0] > REBASED_BEYOND):
                 best_score[0] = 0
