@@ -20,12 +20,12 @@ import crayon
 from crayon.errors import UnknownTokenError, UnsupportedComponentError
 from crayon.formats.sentencepiece import (SentencePieceFile, SentencePieceNormalizer, model_from_sentencepiece, normalize,
                                          read_sentencepiece, read_sentencepiece_tokenizer)
-from crayon.jit.cache import new_long_piece_cache, new_piece_cache
+from crayon.jit.cache import new_piece_cache
 from crayon.jit.char_bpe import CharBytePairTables
 from crayon.jit.char_bpe import encode_spans as char_bpe_encode_spans
 from crayon.errors import CartridgeError
 from crayon.jit.id_lists import id_lists, id_lists_kernel, shared_ids
-from crayon.jit.unigram import UnigramTables, encode_spans
+from crayon.jit.unigram import UnigramTables, encode_spans, new_segment_cache
 from crayon.jit.whitespace_normalizer import normalize_utf8
 from crayon.jit.wordlevel import encode_words as wordlevel_encode_words
 from crayon.jit.wordpiece import encode_words
@@ -852,7 +852,7 @@ def test_unigram_segment_cache_keeps_single_precision_ties_and_rebasing(space_in
     splits = {tuple(piece_id for _, _, piece_id in model.best_split(("\u2581x" + "\u2581ab" * k + "\u2581xy").encode()))[-2:]
               for k in range(0, 400, 7)}
     assert len(splits) == 2  # ▁xy: ▁x|y after some path scores, ▁|xy after others
-    caches = (new_piece_cache(64), new_long_piece_cache(64))
+    caches = (new_piece_cache(64), new_segment_cache(64))
     check_segments(model, lines, caches)
     check_segments(model, lines[::-1], caches)  # now from the caches where they were kept
 
@@ -863,7 +863,7 @@ def test_unigram_segment_cache_keeps_single_precision_ties_and_rebasing(space_in
 def test_unigram_segment_cache_matches_the_reference_on_generated_lines(segments, repeat):
     model = tie_model()
     line = "".join(segments)
-    check_segments(model, [line, line * repeat, line], (new_piece_cache(16), new_long_piece_cache(16)))
+    check_segments(model, [line, line * repeat, line], (new_piece_cache(16), new_segment_cache(16)))
 
 
 @pytest.mark.parametrize("enabled", [True, False])

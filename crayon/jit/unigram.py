@@ -3,12 +3,13 @@
 Where no matchable piece holds ``▁`` after its first character and ``▁`` is itself a piece (SentencePiece's
 models and HF's Metaspace ones), every path breaks before each ``▁``: the Viterbi then runs on the segments
 between them, one after the other, each from the path score reached before it, and a segment of 2 to 32 bytes
-met again reuses its ids from the thread's piece cache or the call's long-piece cache (``crayon.jit.cache``). Path scores are rounded (single
-precision for a ``.model``), so a segment's best path could depend on the score before it: a segment is kept only
-where its split is the best one by a margin that rounding cannot undo from any path score up to
-``CACHED_SCORE_LIMIT`` in magnitude (see ``_best_paths``), and whose ids are its pieces (no unknown text), and it
-is reused only after such a score; the score after it is then summed from its pieces' scores as the Viterbi
-sums it. Any other segment runs the Viterbi.
+met again reuses its path from the thread's piece cache or long-piece cache (``crayon.jit.cache``; the kernel
+uses the long-piece cache's rows two by two, as buckets of two). Path scores are rounded (single precision for a
+``.model``), so a segment's best path could depend on the score before it: a segment is kept only where its split
+is the best one by a margin that rounding cannot undo from any path score up to ``CACHED_SCORE_LIMIT`` in
+magnitude (see ``_best_paths``), and it is reused only after such a score; the score after it is then summed from
+its steps' scores (pieces and unknown characters, ``UNKNOWN_STEP``) as the Viterbi sums it, and its ids are
+written from its steps as after a Viterbi. Any other segment runs the Viterbi.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from crayon.reference.cache import LONG_PIECE_BYTES, MAX_PIECE_BYTES, MAX_PIECE_
 from crayon.reference.unigram import REBASED_BEYOND, UnigramModel
 
 SPACE_PIECE = "\u2581"
+SEGMENT_ROW_WORDS = 8  # the long-piece cache of segments: 64-byte rows (up to 16 bytes and 10 steps, or 32 and 6)
 CACHED_SCORE_LIMIT = 50_000.0  # a cached segment is reused after path scores up to this magnitude
 UNKNOWN_STEP = 0xFFFFFF00  # a path step over an unknown character: this + its byte length
 ROUNDING_SAFETY = 4.0  # the margin a cached segment's choices need, in bounds of their rounding error
@@ -66,7 +68,7 @@ def _segment_ends(data, start, end, space_breaks, pieces, long_pieces, segment_e
             low, high = piece_key(data, start, segment_end)
             prefetch(pieces, _segment_row(low, high, size, pieces.shape[0]))
         elif space_breaks and MAX_PIECE_BYTES < size <= LONG_PIECE_BYTES:
-            prefetch(long_pieces, long_piece_row(data, start, segment_end, long_pieces.shape[0]))
+            prefetch(long_pieces, long_piece_row(data, start, segment_end, long_pieces.shape[0]) & ~1)
         segment_ends[count] = segment_end
         count += 1
         start = segment_end
@@ -273,8 +275,11 @@ def encode_spans_kernel(data, span_ends, dat, dat_rows, starts, scores, unk_scor
                     row = _segment_row(low, high, size, pieces.shape[0])
                     count = cache_lookup(pieces, low, high, size, row, steps, 0)
                 if count < 0:
-                    long_row = long_piece_row(data, segment_start, segment_end, long_pieces.shape[0])
+                    long_row = long_piece_row(data, segment_start, segment_end, long_pieces.shape[0]) & ~1
                     count = long_cache_lookup(long_pieces, data, segment_start, segment_end, long_row, steps, 0)
+                    if count < 0:
+                        count = long_cache_lookup(long_pieces, data, segment_start, segment_end, long_row + 1, steps,
+                                                  0)
                 if count >= 0:
                     unknown = False
                     for i in range(count):
@@ -297,6 +302,7 @@ def encode_spans_kernel(data, span_ends, dat, dat_rows, starts, scores, unk_scor
                 if size <= MAX_PIECE_BYTES and count <= MAX_PIECE_TOKENS:
                     cache_store(pieces, low, high, size, row, steps, 0, count)
                 elif fits_long_row(long_pieces.shape[1], size, count):
+                    long_pieces[long_row + 1] = long_pieces[long_row]  # two rows a bucket, the newest first
                     long_cache_store(long_pieces, data, segment_start, segment_end, long_row, steps, 0, count)
             best_score[0] = best_score[size]
             segment_start = segment_end
@@ -331,11 +337,19 @@ class UnigramTables:
         self.roundoff = float(np.finfo(model.score_type).eps) / 2
 
 
+def new_segment_cache(n_rows: int) -> np.ndarray:
+    """An empty long-piece cache for the kernel's segments: ``n_rows`` (a power of two, at least 2) rows of
+    ``SEGMENT_ROW_WORDS`` words."""
+    if n_rows < 2:
+        raise ValueError(f"a segment cache needs at least 2 rows (buckets of two), not {n_rows}")
+    return new_long_piece_cache(n_rows, SEGMENT_ROW_WORDS)
+
+
 def encode_spans(tables: UnigramTables, data: np.ndarray, span_ends: np.ndarray, pieces: np.ndarray | None = None,
                  long_pieces: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(ids (int64), the number of ids of each span) of the spans of UTF-8 ``data`` ending at ``span_ends``, as
-    the model's ``encode_span`` gives them; ``pieces`` and ``long_pieces``: the piece caches to use (default: new
-    small ones)."""
+    the model's ``encode_span`` gives them; ``pieces`` and ``long_pieces``: the piece cache and segment cache
+    (``new_segment_cache``) to use (default: new small ones)."""
     model = tables.model
     out = np.empty(len(data) + 1, np.int64)
     counts = np.empty(len(span_ends), np.int64)
@@ -343,6 +357,6 @@ def encode_spans(tables: UnigramTables, data: np.ndarray, span_ends: np.ndarray,
                                 model.unk_score, model.score_type is np.float32, tables.roundoff, model.unk_id,
                                 model.fuse_unk, tables.byte_ids, tables.piece_lengths, tables.space_breaks,
                                 new_piece_cache(SMALL_CACHE_BUCKETS) if pieces is None else pieces,
-                                new_long_piece_cache(SMALL_CACHE_BUCKETS) if long_pieces is None else long_pieces,
+                                new_segment_cache(SMALL_CACHE_BUCKETS) if long_pieces is None else long_pieces,
                                 new_word_cache(0 if tables.space_breaks else len(span_ends)), out, counts)
     return out[:count], counts

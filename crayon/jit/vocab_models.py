@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from crayon.jit.cache import GROW_AFTER_BYTES, SMALL_CACHE_BUCKETS, new_long_piece_cache, new_piece_cache
+from crayon.jit.cache import GROW_AFTER_BYTES, SMALL_CACHE_BUCKETS, new_piece_cache
 from crayon.jit.char_bpe import CharBytePairTables
 from crayon.jit.char_bpe import encode_spans as char_bpe_encode_spans
 from crayon.jit.character_normalizer import CharacterNormalizer, character_normalizer_of
@@ -20,19 +20,19 @@ from crayon.jit.cores import available_cores, worker_map
 from crayon.jit.id_lists import id_list, id_list_kernel, id_lists, id_lists_kernel, shared_ids
 from crayon.jit.precompiled_normalizer import PrecompiledNormalizer, precompiled_normalizer_of
 from crayon.jit.regex_vm import compiled_splits_of, kept_text, normalized_texts
-from crayon.jit.unigram import UnigramTables
+from crayon.jit.unigram import UnigramTables, new_segment_cache
 from crayon.jit.unigram import encode_spans as unigram_encode_spans
 from crayon.jit.whitespace_normalizer import normalize_utf8
 from crayon.jit.wordlevel import encode_sentencepiece_words
 from crayon.jit.wordlevel import encode_words as wordlevel_encode_words
 from crayon.jit.wordpiece import encode_words
-from crayon.reference.cache import DEFAULT_BUCKETS, DEFAULT_LONG_ROWS
+from crayon.reference.cache import DEFAULT_BUCKETS
 from crayon.reference.char_bpe import CharBytePairModel
 from crayon.reference.unigram import UnigramModel
 from crayon.reference.wordlevel import SentencePieceWordModel, WordLevelModel
 from crayon.reference.wordpiece import WordPieceModel
 
-SMALL_LONG_ROWS = 1 << 8  # a thread's first long-piece cache (Unigram's): 32 KB, then DEFAULT_LONG_ROWS (8 MB)
+SMALL_SEGMENT_ROWS, SEGMENT_ROWS = 1 << 9, 1 << 17  # a thread's Unigram segment cache: 32 KB, then 8 MB
 
 
 class VocabModelEngine:
@@ -95,20 +95,19 @@ class VocabModelEngine:
         return lambda data, ends, caches: char_bpe_encode_spans(tables, data, ends, caches[0])
 
     def _piece_caches(self, text_bytes: int) -> tuple[np.ndarray, np.ndarray]:
-        """This thread's piece cache (``crayon.jit.word_cache``) and long-piece cache (Unigram's segments; one row
-        for the other models): small until the thread has encoded ``GROW_AFTER_BYTES``, then full size, as
-        ``JitEngine``'s."""
+        """This thread's piece cache (``crayon.jit.word_cache``) and segment cache (Unigram's, see
+        ``crayon.jit.unigram``; two rows for the other models): small until the thread has encoded
+        ``GROW_AFTER_BYTES``, then full size, as ``JitEngine``'s."""
         local = self._local
         local.encoded = getattr(local, "encoded", 0) + text_bytes
         full_size = local.encoded >= GROW_AFTER_BYTES
         buckets = DEFAULT_BUCKETS if full_size else SMALL_CACHE_BUCKETS
         if len(getattr(local, "pieces", ())) < 2 * buckets or local.clearings != self._clearings:
             local.pieces = new_piece_cache(buckets)
-            long_rows = (DEFAULT_LONG_ROWS if full_size else SMALL_LONG_ROWS) if isinstance(self.model,
-                                                                                          UnigramModel) else 1
-            local.long_pieces = new_long_piece_cache(long_rows)
+            segment_rows = SEGMENT_ROWS if full_size else SMALL_SEGMENT_ROWS
+            local.segments = new_segment_cache(segment_rows if isinstance(self.model, UnigramModel) else 2)
             local.clearings = self._clearings
-        return local.pieces, local.long_pieces
+        return local.pieces, local.segments
 
     def clear_caches(self) -> None:
         """Empty every thread's piece caches (benchmarks time a text as if seen for the first time): each thread
