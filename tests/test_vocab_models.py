@@ -25,7 +25,7 @@ from crayon.jit.char_bpe import CharBytePairTables
 from crayon.jit.char_bpe import encode_spans as char_bpe_encode_spans
 from crayon.errors import CartridgeError
 from crayon.jit.id_lists import id_lists, id_lists_kernel, shared_ids
-from crayon.jit.unigram import UnigramTables, encode_spans
+from crayon.jit.unigram import UnigramTables, encode_spans, new_segment_cache
 from crayon.jit.whitespace_normalizer import normalize_utf8
 from crayon.jit.wordlevel import encode_words as wordlevel_encode_words
 from crayon.jit.wordpiece import encode_words
@@ -806,6 +806,64 @@ def test_repeated_spans_get_their_own_ids_and_counts(wordpiece, unigram, char_bp
             assert (again_ids.tolist(), again_counts.tolist()) == (ids.tolist(), counts.tolist())
         assert ids.tolist() == [i for span_ids in expected for i in span_ids]
         assert counts.tolist() == [len(span_ids) for span_ids in expected]
+
+
+# Segments whose best split ties exactly (▁ab: ▁|ab, ▁a|b, ▁|a|b) or by less than single-precision rounding
+# (▁xy: ▁x|y or ▁|xy, decided by how the path score before it rounds), unknown text with and without byte tokens
+# (z has one, q has none), and plain ones.
+TIE_PIECES = [("<unk>", 0.0), ("\u2581", -2.0), ("a", -3.0), ("b", -3.0), ("ab", -6.0), ("\u2581a", -5.0),
+              ("x", -1.1), ("y", -2.3), ("xy", float(np.float32(-1.1) + np.float32(-2.3))), ("\u2581x", -3.1),
+              ("e", -7.25), ("ee", -14.5), ("cat", -4.0), ("\u2581cat", -5.5), ("s", -2.0), ("<0x7A>", -20.0)]
+TIE_SEGMENTS = ["\u2581ab", "\u2581xy", "\u2581ee", "\u2581cats", "\u2581x", "\u2581y", "\u2581e", "\u2581zz",
+                "\u2581qz", "\u2581zxy", "ab", "\u2581" + "xy" * 20]
+
+
+def tie_model(space_inside: bool = False) -> UnigramModel:
+    """A single-precision Unigram (SentencePiece's sums) over ``TIE_PIECES``; ``space_inside`` adds a piece with
+    ▁ after its first character, so that paths do not break before each ▁."""
+    pieces = TIE_PIECES + ([("y\u2581x", -3.0)] if space_inside else [])
+    return UnigramModel(pieces, unk_id=0, byte_fallback=True, single_precision=True, matchable=list(range(1, len(pieces))))
+
+
+def check_segments(model: UnigramModel, lines: list[str], caches) -> None:
+    expected = [model.encode_span(line.encode("utf-8")) for line in lines]
+    ids, counts = encode_spans(UnigramTables(model), *as_data(lines), *caches)
+    assert ids.tolist() == [i for line_ids in expected for i in line_ids]
+    assert counts.tolist() == [len(line_ids) for line_ids in expected]
+
+
+def test_unigram_paths_break_before_each_space_piece_only_where_no_piece_holds_one_inside():
+    from crayon.jit.unigram import space_breaks_paths
+
+    assert space_breaks_paths(tie_model())
+    assert not space_breaks_paths(tie_model(space_inside=True))
+    assert not space_breaks_paths(UnigramModel([("<unk>", 0.0), ("a", -1.0)], unk_id=0))  # ▁ would be unknown
+
+
+@pytest.mark.parametrize("space_inside", [False, True], ids=["segments", "whole_spans"])
+def test_unigram_segment_cache_keeps_single_precision_ties_and_rebasing(space_inside):
+    """Lines of tying and near-tying segments, long enough that path scores go beyond ``CACHED_SCORE_LIMIT`` and
+    are rebased beyond ±100000: the jit kernel, its piece caches kept from line to line and from call to call,
+    gives the reference's ids (whole-span Viterbi). The near tie ▁xy does split both ways in these lines, so a
+    cache that kept it would be caught."""
+    model = tie_model(space_inside)
+    rng = np.random.default_rng(7)
+    lines = ["".join(rng.choice(TIE_SEGMENTS, size)) for size in (5, 300, 3000, 16_000)]
+    splits = {tuple(piece_id for _, _, piece_id in model.best_split(("\u2581x" + "\u2581ab" * k + "\u2581xy").encode()))[-2:]
+              for k in range(0, 400, 7)}
+    assert len(splits) == 2  # ▁xy: ▁x|y after some path scores, ▁|xy after others
+    caches = (new_piece_cache(64), new_segment_cache(64))
+    check_segments(model, lines, caches)
+    check_segments(model, lines[::-1], caches)  # now from the caches where they were kept
+
+
+@settings(max_examples=60, deadline=None)
+@given(segments=st.lists(st.sampled_from(TIE_SEGMENTS + [" ", "\u2581", "\u2581\u2581"]), max_size=400),
+       repeat=st.integers(1, 40))
+def test_unigram_segment_cache_matches_the_reference_on_generated_lines(segments, repeat):
+    model = tie_model()
+    line = "".join(segments)
+    check_segments(model, [line, line * repeat, line], (new_piece_cache(16), new_segment_cache(16)))
 
 
 @pytest.mark.parametrize("enabled", [True, False])

@@ -20,7 +20,7 @@ from crayon.jit.cores import available_cores, worker_map
 from crayon.jit.id_lists import id_list, id_list_kernel, id_lists, id_lists_kernel, shared_ids
 from crayon.jit.precompiled_normalizer import PrecompiledNormalizer, precompiled_normalizer_of
 from crayon.jit.regex_vm import compiled_splits_of, kept_text, normalized_texts
-from crayon.jit.unigram import UnigramTables
+from crayon.jit.unigram import UnigramTables, new_segment_cache
 from crayon.jit.unigram import encode_spans as unigram_encode_spans
 from crayon.jit.whitespace_normalizer import normalize_utf8
 from crayon.jit.wordlevel import encode_sentencepiece_words
@@ -31,6 +31,8 @@ from crayon.reference.char_bpe import CharBytePairModel
 from crayon.reference.unigram import UnigramModel
 from crayon.reference.wordlevel import SentencePieceWordModel, WordLevelModel
 from crayon.reference.wordpiece import WordPieceModel
+
+SMALL_SEGMENT_ROWS, SEGMENT_ROWS = 1 << 9, 1 << 17  # a thread's Unigram segment cache: 32 KB, then 8 MB
 
 
 class VocabModelEngine:
@@ -46,6 +48,7 @@ class VocabModelEngine:
                             f"{tokenizer.model_class.__name__}")
         self._tokenizer = tokenizer  # its model is built on first use (a cartridge's, when opened)
         self._local = threading.local()
+        self._clearings = 0  # clear_caches calls so far: a thread whose caches saw fewer makes new ones
         self._normalizer = tokenizer.normalizer
         self._pretokenizer = tokenizer.pretokenizer
         self.compiled_splits = compiled_splits_of(tokenizer.pretokenizer, rewrites=True)
@@ -75,28 +78,41 @@ class VocabModelEngine:
         return shared_ids(1 + max(self.model.token_bytes, default=-1))
 
     @functools.cached_property
-    def _encode(self) -> Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
-        """(UTF-8 data, span ends, piece cache) -> (ids, ids per span), with the model's kernel."""
+    def _encode(self) -> Callable[[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]],
+                                  tuple[np.ndarray, np.ndarray]]:
+        """(UTF-8 data, span ends, piece caches) -> (ids, ids per span), with the model's kernel."""
         model = self.model
         if isinstance(model, WordPieceModel):
-            return lambda data, ends, pieces: encode_words(model, data, ends)
+            return lambda data, ends, caches: encode_words(model, data, ends)
         if isinstance(model, WordLevelModel):
-            return lambda data, ends, pieces: wordlevel_encode_words(model, data, ends)
+            return lambda data, ends, caches: wordlevel_encode_words(model, data, ends)
         if isinstance(model, SentencePieceWordModel):
-            return lambda data, ends, pieces: encode_sentencepiece_words(model, data, ends)
+            return lambda data, ends, caches: encode_sentencepiece_words(model, data, ends)
         if isinstance(model, UnigramModel):
-            return functools.partial(unigram_encode_spans, UnigramTables(model))
-        return functools.partial(char_bpe_encode_spans, CharBytePairTables(model))
+            tables = UnigramTables(model)
+            return lambda data, ends, caches: unigram_encode_spans(tables, data, ends, *caches)
+        tables = CharBytePairTables(model)
+        return lambda data, ends, caches: char_bpe_encode_spans(tables, data, ends, caches[0])
 
-    def _piece_cache(self, text_bytes: int) -> np.ndarray:
-        """This thread's piece cache (``crayon.jit.word_cache``): small until the thread has encoded
+    def _piece_caches(self, text_bytes: int) -> tuple[np.ndarray, np.ndarray]:
+        """This thread's piece cache (``crayon.jit.word_cache``) and segment cache (Unigram's, see
+        ``crayon.jit.unigram``; two rows for the other models): small until the thread has encoded
         ``GROW_AFTER_BYTES``, then full size, as ``JitEngine``'s."""
         local = self._local
         local.encoded = getattr(local, "encoded", 0) + text_bytes
-        buckets = DEFAULT_BUCKETS if local.encoded >= GROW_AFTER_BYTES else SMALL_CACHE_BUCKETS
-        if len(getattr(local, "pieces", ())) < 2 * buckets:
+        full_size = local.encoded >= GROW_AFTER_BYTES
+        buckets = DEFAULT_BUCKETS if full_size else SMALL_CACHE_BUCKETS
+        if len(getattr(local, "pieces", ())) < 2 * buckets or local.clearings != self._clearings:
             local.pieces = new_piece_cache(buckets)
-        return local.pieces
+            segment_rows = SEGMENT_ROWS if full_size else SMALL_SEGMENT_ROWS
+            local.segments = new_segment_cache(segment_rows if isinstance(self.model, UnigramModel) else 2)
+            local.clearings = self._clearings
+        return local.pieces, local.segments
+
+    def clear_caches(self) -> None:
+        """Empty every thread's piece caches (benchmarks time a text as if seen for the first time): each thread
+        makes new ones at its next encode."""
+        self._clearings += 1
 
     def _spans(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(bytes of every span of every text, one after the other; their ends; the text each belongs to)."""
@@ -131,7 +147,7 @@ class VocabModelEngine:
                              num_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """All texts' ids in one uint32 array and int64 offsets, with one kernel call (``num_threads`` unused)."""
         data, ends, text_of_span = self._spans(texts)
-        ids, counts = self._encode(data, ends, self._piece_cache(len(data)))
+        ids, counts = self._encode(data, ends, self._piece_caches(len(data)))
         offsets = np.zeros(len(texts) + 1, np.int64)
         np.cumsum(np.bincount(text_of_span, weights=counts, minlength=len(texts)).astype(np.int64), out=offsets[1:])
         return ids.astype(np.uint32), offsets
