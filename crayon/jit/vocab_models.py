@@ -138,7 +138,10 @@ class VocabModelEngine:
             data, text_ends = self.compiled_splits.prepare_batch(normalized_texts(self._normalizer, texts))
         data, ends, kept, text_ends = self.compiled_splits.run(data, text_ends)
         starts = np.concatenate(([0], ends[:-1])) if len(ends) else ends
-        text_of_span = np.searchsorted(text_ends, starts[(kept != 0) & (ends > starts)], side="right")
+        encoded = (kept != 0) & (ends > starts)
+        if encoded.all():  # every span kept and not empty: the bytes are the spans' already
+            return data, ends, np.searchsorted(text_ends, starts, side="right")
+        text_of_span = np.searchsorted(text_ends, starts[encoded], side="right")
         data, ends = kept_text(data, ends, kept)
         data.flags.writeable = False
         return data, ends, text_of_span
