@@ -14,7 +14,8 @@ from crayon.jit.cache import SMALL_CACHE_BUCKETS, load_word, new_piece_cache
 from crayon.jit.dat import longest_prefix, lookup
 from crayon.jit.lazy import njit
 from crayon.jit.pretokenize import trailing_zeros
-from crayon.jit.word_cache import find_cached, new_word_cache, remember
+from crayon.jit.word_cache import (find_cached, find_long_cached, new_long_piece_caches, new_word_cache, remember,
+                                   remember_long)
 from crayon.reference.char_bpe import CharBytePairModel
 from crayon.reference.dat import compile_dat
 
@@ -96,13 +97,14 @@ def _next_cut(data, start, end, cut):
 
 
 @njit(cache=True, nogil=True)
-def encode_spans_kernel(data, span_ends, dat, user_defined, byte_ids, unk_id, fuse_unk, pair_table, cut, pieces, cache,
-                        out, counts):
+def encode_spans_kernel(data, span_ends, dat, user_defined, byte_ids, unk_id, fuse_unk, pair_table, cut, pieces,
+                        long_caches, cache, out, counts):
     """Encode the spans data[span_ends[i - 1]:span_ends[i]] (from 0) into ``out`` (room for one id per byte);
     returns the number of ids or NO_TOKEN and writes each span's into ``counts``. ``user_defined`` is the DAT of
     the user-defined tokens; ``byte_ids[0] == -2`` means no byte fallback; each span is encoded in parts cut
     before each occurrence of the bytes ``cut`` (none if empty; see ``CharBytePairModel.merges_never_cross``);
-    ``pieces`` and ``cache`` are ``crayon.jit.word_cache``'s."""
+    ``pieces`` (the piece cache), ``long_caches`` (the long-piece caches) and ``cache`` (the word cache) are
+    ``crayon.jit.word_cache``'s."""
     longest = 0
     start = 0
     for end in span_ends:
@@ -116,7 +118,9 @@ def encode_spans_kernel(data, span_ends, dat, user_defined, byte_ids, unk_id, fu
         span_first = n
         while start < span_end:
             end = _next_cut(data, start, span_end, cut)
-            found = find_cached(pieces, cache, data, start, end, out, n)
+            found = find_long_cached(long_caches, data, start, end, out, n)
+            if found < 0:
+                found = find_cached(pieces, cache, data, start, end, out, n)
             if found >= 0:
                 n += found
                 start = end
@@ -130,6 +134,7 @@ def encode_spans_kernel(data, span_ends, dat, user_defined, byte_ids, unk_id, fu
             else:
                 count, _, _, _ = merge_loop(out, n, count, pair_table, scratch)
             used = remember(pieces, cache, found, data, start, end, out, n, count, used)
+            remember_long(long_caches, data, start, end, out, n, count)
             n += count
             start = end
         counts[span] = n - span_first
@@ -158,16 +163,19 @@ class CharBytePairTables:
 
 
 def encode_spans(tables: CharBytePairTables, data: np.ndarray, span_ends: np.ndarray,
-                 pieces: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                 pieces: np.ndarray | None = None,
+                 long_caches: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(ids (int64), the number of ids of each span) of the spans of UTF-8 ``data`` ending at ``span_ends``, as
-    ``CharBytePairModel.encode_span`` gives them; ``pieces``: the piece cache to use (default: a new small one)."""
+    ``CharBytePairModel.encode_span`` gives them; ``pieces`` and ``long_caches``: the thread's piece cache and
+    long-piece caches (``crayon.jit.word_cache.new_long_piece_caches``) to use (default: new small ones)."""
     out = np.empty(len(data) + 1, np.int64)
     counts = np.empty(len(span_ends), np.int64)
     parts = len(span_ends) if len(tables.cut) == 0 else max(len(span_ends), len(data) // 6)  # ~ words, if cut
     count = encode_spans_kernel(data, span_ends.astype(np.int64), tables.dat, tables.user_defined, tables.byte_ids,
                                 tables.unk_id, tables.fuse_unk, tables.pair_table, tables.cut,
-                                new_piece_cache(SMALL_CACHE_BUCKETS) if pieces is None else pieces, new_word_cache(parts),
-                                out, counts)
+                                new_piece_cache(SMALL_CACHE_BUCKETS) if pieces is None else pieces,
+                                new_long_piece_caches(False) if long_caches is None else long_caches,
+                                new_word_cache(parts), out, counts)
     if count == NO_TOKEN:
         raise UnknownTokenError("a character has no token and the model has no unk_token")
     return out[:count], counts
