@@ -20,7 +20,7 @@ import crayon
 from crayon.errors import UnknownTokenError, UnsupportedComponentError
 from crayon.formats.sentencepiece import (SentencePieceFile, SentencePieceNormalizer, model_from_sentencepiece, normalize,
                                          read_sentencepiece, read_sentencepiece_tokenizer)
-from crayon.jit.cache import new_piece_cache
+from crayon.jit.cache import new_long_piece_cache, new_piece_cache
 from crayon.jit.char_bpe import CharBytePairTables
 from crayon.jit.char_bpe import encode_spans as char_bpe_encode_spans
 from crayon.errors import CartridgeError
@@ -29,6 +29,7 @@ from crayon.jit.unigram import UnigramTables, encode_spans, new_segment_cache
 from crayon.jit.whitespace_normalizer import normalize_utf8
 from crayon.jit.wordlevel import encode_words as wordlevel_encode_words
 from crayon.jit.wordpiece import encode_words
+from crayon.reference.cache import LONGER_ROW_WORDS
 from crayon.reference.char_bpe import CharBytePairModel
 from crayon.reference.unigram import UnigramModel
 from crayon.reference.wordlevel import WordLevelModel
@@ -781,15 +782,17 @@ def test_sentencepiece_word_model_decode_of_any_ids_is_sentencepieces(word_model
 
 @pytest.mark.parametrize("small_cache", [False, True], ids=["cache", "full_cache"])
 def test_repeated_spans_get_their_own_ids_and_counts(wordpiece, unigram, char_bpe, small_cache, monkeypatch):
-    """The kernels' caches (``crayon.jit.word_cache``: the thread's piece cache and the per-call word cache)
-    answer repeated spans (known, unknown, byte fallback, longer than they cache) with the ids and per-span counts
-    of the reference, in one call and in a later call that finds them in the piece cache; a word cache that fills
-    up and a piece cache of one bucket change nothing."""
+    """The kernels' caches (``crayon.jit.word_cache``: the thread's piece cache, character BPE's long-piece caches
+    and the per-call word cache) answer repeated spans (known, unknown, byte fallback, of every length the caches
+    keep and longer) with the ids and per-span counts of the reference, in one call and in a later call that finds
+    them in the thread's caches; a word cache that fills up and caches of one bucket and one row change nothing."""
     if small_cache:
         monkeypatch.setattr("crayon.jit.word_cache.MAX_SLOTS", 16)
     words = sample_text().split()[:300]
-    pieces = (words + ["\U0001F600\U0001F600", "x" * 80, "zq\u0416"] + words[::-1] + ["x" * 80, "\U0001F600\U0001F600"]
-              + [f"{word}{i}" for i, word in enumerate(words[:40])])
+    # 8 non-ASCII bytes, words of 17 to 32, 33 to 256 and over 256 bytes: the long-piece caches' spans and longer
+    longer = ["\u0416\u0436\u0416\u0436", "-".join(words[:4]), "x" * 80, "\u0416" * 20, "xy" * 150]
+    pieces = (words + ["\U0001F600\U0001F600", "zq\u0416"] + longer + words[::-1] + ["\U0001F600\U0001F600"]
+              + longer[::-1] + [f"{word}{i}" for i, word in enumerate(words[:40])])
     data, ends = as_data(pieces)
     for model in (wordpiece[1], unigram[1], char_bpe[1], trained_wordlevel("whitespace-lowercase")[1]):
         expected = [model.encode_span(piece.encode("utf-8")) for piece in pieces]
@@ -798,11 +801,17 @@ def test_repeated_spans_get_their_own_ids_and_counts(wordpiece, unigram, char_bp
         elif isinstance(model, WordLevelModel):
             ids, counts = wordlevel_encode_words(model, data, ends)
         else:
-            encode = (functools.partial(encode_spans, UnigramTables(model)) if isinstance(model, UnigramModel)
-                      else functools.partial(char_bpe_encode_spans, CharBytePairTables(model)))
-            piece_cache = new_piece_cache(1 if small_cache else 1024)
-            ids, counts = encode(data, ends, piece_cache)
-            again_ids, again_counts = encode(data, ends, piece_cache)  # now from the piece cache where it fits
+            rows = 1 if small_cache else 64
+            caches = [new_piece_cache(1 if small_cache else 1024)]
+            if isinstance(model, UnigramModel):
+                encode = functools.partial(encode_spans, UnigramTables(model))
+            else:
+                encode = functools.partial(char_bpe_encode_spans, CharBytePairTables(model))
+                caches.append((new_long_piece_cache(rows), new_long_piece_cache(rows, LONGER_ROW_WORDS)))
+            ids, counts = encode(data, ends, *caches)
+            if len(caches) > 1:
+                assert caches[1][0].any() and caches[1][1].any()  # the long-piece caches kept spans
+            again_ids, again_counts = encode(data, ends, *caches)  # now from the thread's caches where they fit
             assert (again_ids.tolist(), again_counts.tolist()) == (ids.tolist(), counts.tolist())
         assert ids.tolist() == [i for span_ids in expected for i in span_ids]
         assert counts.tolist() == [len(span_ids) for span_ids in expected]

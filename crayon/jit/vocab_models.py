@@ -25,6 +25,7 @@ from crayon.jit.unigram import encode_spans as unigram_encode_spans
 from crayon.jit.whitespace_normalizer import normalize_utf8
 from crayon.jit.wordlevel import encode_sentencepiece_words
 from crayon.jit.wordlevel import encode_words as wordlevel_encode_words
+from crayon.jit.word_cache import new_long_piece_caches
 from crayon.jit.wordpiece import encode_words
 from crayon.reference.cache import DEFAULT_BUCKETS
 from crayon.reference.char_bpe import CharBytePairModel
@@ -78,8 +79,7 @@ class VocabModelEngine:
         return shared_ids(1 + max(self.model.token_bytes, default=-1))
 
     @functools.cached_property
-    def _encode(self) -> Callable[[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]],
-                                  tuple[np.ndarray, np.ndarray]]:
+    def _encode(self) -> Callable[[np.ndarray, np.ndarray, tuple], tuple[np.ndarray, np.ndarray]]:
         """(UTF-8 data, span ends, piece caches) -> (ids, ids per span), with the model's kernel."""
         model = self.model
         if isinstance(model, WordPieceModel):
@@ -90,14 +90,15 @@ class VocabModelEngine:
             return lambda data, ends, caches: encode_sentencepiece_words(model, data, ends)
         if isinstance(model, UnigramModel):
             tables = UnigramTables(model)
-            return lambda data, ends, caches: unigram_encode_spans(tables, data, ends, *caches)
+            return lambda data, ends, caches: unigram_encode_spans(tables, data, ends, caches[0], caches[1])
         tables = CharBytePairTables(model)
-        return lambda data, ends, caches: char_bpe_encode_spans(tables, data, ends, caches[0])
+        return lambda data, ends, caches: char_bpe_encode_spans(tables, data, ends, caches[0], caches[2])
 
-    def _piece_caches(self, text_bytes: int) -> tuple[np.ndarray, np.ndarray]:
-        """This thread's piece cache (``crayon.jit.word_cache``) and segment cache (Unigram's, see
-        ``crayon.jit.unigram``; two rows for the other models): small until the thread has encoded
-        ``GROW_AFTER_BYTES``, then full size, as ``JitEngine``'s."""
+    def _piece_caches(self, text_bytes: int) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+        """This thread's piece cache (``crayon.jit.word_cache``), segment cache (Unigram's, see
+        ``crayon.jit.unigram``; two rows for the other models) and long-piece caches (character BPE's,
+        ``crayon.jit.word_cache.new_long_piece_caches``; small for the other models): small until the thread has
+        encoded ``GROW_AFTER_BYTES``, then full size, as ``JitEngine``'s."""
         local = self._local
         local.encoded = getattr(local, "encoded", 0) + text_bytes
         full_size = local.encoded >= GROW_AFTER_BYTES
@@ -106,8 +107,9 @@ class VocabModelEngine:
             local.pieces = new_piece_cache(buckets)
             segment_rows = SEGMENT_ROWS if full_size else SMALL_SEGMENT_ROWS
             local.segments = new_segment_cache(segment_rows if isinstance(self.model, UnigramModel) else 2)
+            local.long_pieces = new_long_piece_caches(full_size and isinstance(self.model, CharBytePairModel))
             local.clearings = self._clearings
-        return local.pieces, local.segments
+        return local.pieces, local.segments, local.long_pieces
 
     def clear_caches(self) -> None:
         """Empty every thread's piece caches (benchmarks time a text as if seen for the first time): each thread
@@ -138,7 +140,10 @@ class VocabModelEngine:
             data, text_ends = self.compiled_splits.prepare_batch(normalized_texts(self._normalizer, texts))
         data, ends, kept, text_ends = self.compiled_splits.run(data, text_ends)
         starts = np.concatenate(([0], ends[:-1])) if len(ends) else ends
-        text_of_span = np.searchsorted(text_ends, starts[(kept != 0) & (ends > starts)], side="right")
+        encoded = (kept != 0) & (ends > starts)
+        if encoded.all():  # every span kept and not empty: the bytes are the spans' already
+            return data, ends, np.searchsorted(text_ends, starts, side="right")
+        text_of_span = np.searchsorted(text_ends, starts[encoded], side="right")
         data, ends = kept_text(data, ends, kept)
         data.flags.writeable = False
         return data, ends, text_of_span
