@@ -127,12 +127,12 @@ class VocabModelEngine:
             data.flags.writeable = False
         elif self.character_normalizer is not None:  # likewise, a normalizer of each character on its own
             data, text_ends = self.compiled_splits.prepare_batch(texts)
-            data, text_ends = self.character_normalizer.normalize_utf8(texts, data, text_ends)
+            data, text_ends = self.character_normalizer.normalize_utf8(data, text_ends)
             data.flags.writeable = False
         elif self.precompiled_normalizer is not None:  # likewise, the normalizer's steps from Precompiled on
             texts = self.precompiled_normalizer.normalize_before(texts)
             data, text_ends = self.compiled_splits.prepare_batch(texts)
-            data, text_ends = self.precompiled_normalizer.normalize_utf8(texts, data, text_ends)
+            data, text_ends = self.precompiled_normalizer.normalize_utf8(data, text_ends)
             data.flags.writeable = False
         else:
             data, text_ends = self.compiled_splits.prepare_batch(normalized_texts(self._normalizer, texts))
