@@ -251,19 +251,26 @@ def _strip_kernel(data, text_ends, left, right, white_space, out, out_ends):
 @njit(cache=True, nogil=True)
 def _replace_kernel(data, text_ends, pattern, content, out, out_ends):
     """Write each text with every occurrence of ``pattern`` (leftmost first, not overlapping) made ``content``."""
+    first = pattern[0]
     n = 0
     start = 0
     for text in range(text_ends.shape[0]):
         end = text_ends[text]
         pos = start
         while pos < end:
+            byte = data[pos]
+            if byte != first:
+                out[n] = byte
+                n += 1
+                pos += 1
+                continue
             if bytes_at(data, pos, end, pattern):
                 if n + content.shape[0] + data.shape[0] - pos > out.shape[0]:
                     return GROWS
                 n = write_bytes(out, n, content)
                 pos += pattern.shape[0]
             else:
-                out[n] = data[pos]
+                out[n] = byte
                 n += 1
                 pos += 1
         out_ends[text] = n
@@ -285,7 +292,7 @@ def _replace_runs_kernel(data, text_ends, byte, shortest, content, out, out_ends
                 n += 1
                 pos += 1
                 continue
-            run_end = pos
+            run_end = pos + 1
             while run_end < end and data[run_end] == byte:
                 run_end += 1
             if run_end - pos >= shortest:
@@ -293,8 +300,9 @@ def _replace_runs_kernel(data, text_ends, byte, shortest, content, out, out_ends
                     return GROWS
                 n = write_bytes(out, n, content)
             else:
-                out[n : n + run_end - pos] = data[pos:run_end]
-                n += run_end - pos
+                for _ in range(pos, run_end):  # bytes one at a time: most runs are one byte, shorter than a slice
+                    out[n] = byte
+                    n += 1
             pos = run_end
         out_ends[text] = n
         start = end
