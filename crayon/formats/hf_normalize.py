@@ -158,12 +158,20 @@ class UnicodeNormalizer(Normalizer):
     def __call__(self, text: str) -> str:
         # HF's older tables decompose and compose a subset of what Python's do, so text Python finds normalized
         # HF leaves alone too (ASCII text is normalized in every form).
-        # A line break, like the batch separator, is a starter nothing composes with, so a text is normalized where
-        # each piece between them is; is_normalized normalizes all of a text that holds a "maybe" character, piece
-        # by piece only such pieces.
-        if text.isascii() or all(unicodedata.is_normalized(self.form, piece) for line in text.split("\n")
-                                 for piece in line.split(BATCH_SEPARATOR)):
+        # A line break, like the batch separator, is a starter nothing composes with, so each piece between them
+        # normalizes alone: only the pieces that are not normalized are (is_normalized normalizes all of a text
+        # that holds a "maybe" character, piece by piece only such pieces).
+        if text.isascii():
             return text
+        separator = BATCH_SEPARATOR if BATCH_SEPARATOR in text else "\n"
+        pieces = text.split(separator)
+        normalized = list(map(functools.partial(unicodedata.is_normalized, self.form), pieces))
+        if all(normalized):
+            return text
+        return separator.join(piece if is_normalized else self._normalized(piece)
+                              for piece, is_normalized in zip(pieces, normalized))
+
+    def _normalized(self, text: str) -> str:
         if not _not_normalized_by_hf_mask()[np.frombuffer(text.encode("utf-32-le"), np.uint32)].any():
             return unicodedata.normalize(self.form, text)
         # Splitting keeps the characters HF does not normalize (odd indices) and normalizes the text between.
