@@ -158,18 +158,21 @@ class UnicodeNormalizer(Normalizer):
     def __call__(self, text: str) -> str:
         # HF's older tables decompose and compose a subset of what Python's do, so text Python finds normalized
         # HF leaves alone too (ASCII text is normalized in every form).
-        # A line break, like the batch separator, is a starter nothing composes with, so each piece between them
-        # normalizes alone: only the pieces that are not normalized are (is_normalized normalizes all of a text
-        # that holds a "maybe" character, piece by piece only such pieces).
+        # A line break, like the batch separator, is a starter nothing composes with and no character becomes, so
+        # each piece between them normalizes alone: only the pieces that are not normalized are, in one call
+        # (is_normalized normalizes all of a text that holds a "maybe" character, piece by piece only such pieces).
         if text.isascii():
             return text
         separator = BATCH_SEPARATOR if BATCH_SEPARATOR in text else "\n"
         pieces = text.split(separator)
-        normalized = list(map(functools.partial(unicodedata.is_normalized, self.form), pieces))
-        if all(normalized):
+        changing = [i for i, is_normalized in enumerate(map(functools.partial(unicodedata.is_normalized, self.form),
+                                                            pieces)) if not is_normalized]
+        if not changing:
             return text
-        return separator.join(piece if is_normalized else self._normalized(piece)
-                              for piece, is_normalized in zip(pieces, normalized))
+        rewritten = self._normalized(separator.join([pieces[i] for i in changing])).split(separator)
+        for i, piece in zip(changing, rewritten, strict=True):
+            pieces[i] = piece
+        return separator.join(pieces)
 
     def _normalized(self, text: str) -> str:
         if not _not_normalized_by_hf_mask()[np.frombuffer(text.encode("utf-32-le"), np.uint32)].any():
