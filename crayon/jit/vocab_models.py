@@ -138,8 +138,10 @@ class VocabModelEngine:
             data, text_ends = self.compiled_splits.prepare_batch(normalized_texts(self._normalizer, texts))
         data, ends, kept, text_ends = self.compiled_splits.run(data, text_ends)
         starts = np.concatenate(([0], ends[:-1])) if len(ends) else ends
-        text_of_span = np.searchsorted(text_ends, starts[(kept != 0) & (ends > starts)], side="right")
-        data, ends = kept_text(data, ends, kept)
+        encoded = (kept != 0) & (ends > starts)
+        text_of_span = np.searchsorted(text_ends, starts[encoded], side="right")
+        if not encoded.all():  # spans dropped or empty: the others' bytes copied together
+            data, ends = kept_text(data, ends, kept)
         data.flags.writeable = False
         return data, ends, text_of_span
 
