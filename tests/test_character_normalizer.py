@@ -41,6 +41,10 @@ CONFIGS = {
     "lowercase": {"type": "Lowercase"},
     "sequence": {"type": "Sequence", "normalizers": [{"type": "Nmt"}, {"type": "StripAccents"}, bert(lowercase=False),
                                                      {"type": "Lowercase"}]},
+    # XLNet's and ALBERT's steps before Precompiled (NFKD and StripAccents: one step of each character on its own)
+    "nfkd-strip_accents": {"type": "Sequence", "normalizers": [{"type": "NFKD"}, {"type": "StripAccents"}]},
+    "nfd-strip_accents-lowercase": {"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "StripAccents"},
+                                                                        {"type": "Lowercase"}]},
 }
 # the separator each BertNormalizer keeps; NUL, which clean_text removes; U+FFFD; a capital sigma, dotted capital
 # I and other letters of many-character lowercase; CJK; marks (U+1D165, U+08D4, U+302E: marks strip_accents keeps
@@ -80,7 +84,7 @@ def normalizers() -> dict:
 def jit_normalized(jit, texts: list[str]) -> list[str]:
     encoded = [text.encode("utf-8") for text in texts]
     data = np.frombuffer(b"".join(encoded), np.uint8)
-    out, out_ends = jit.normalize_utf8(texts, data, np.cumsum([len(text) for text in encoded], dtype=np.int64))
+    out, out_ends = jit.normalize_utf8(data, np.cumsum([len(text) for text in encoded], dtype=np.int64))
     joined, starts = out.tobytes(), [0, *out_ends[:-1].tolist()]
     return [joined[start:end].decode("utf-8") for start, end in zip(starts, out_ends.tolist())]
 
@@ -138,6 +142,9 @@ def test_texts_where_accents_are_stripped_with_marks_reordered_are_normalized_wh
 
 def test_normalizers_that_do_not_rewrite_each_character_alone_have_no_twin():
     for spec in ({"type": "NFD"}, {"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "Lowercase"}]},
+                 {"type": "Sequence", "normalizers": [{"type": "StripAccents"}, {"type": "NFKD"}]},
+                 {"type": "Sequence", "normalizers": [{"type": "NFKD"}, {"type": "Lowercase"}, {"type": "StripAccents"}]},
+                 {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "StripAccents"}]},
                  {"type": "Strip", "strip_left": True, "strip_right": True}, {"type": "Prepend", "prepend": "_"}):
         assert normalizer_from_hf(spec).character_table() is None
         assert character_normalizer_of(normalizer_from_hf(spec)) is None

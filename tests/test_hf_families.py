@@ -113,10 +113,11 @@ def test_precompiled_matches_hf_on_generated_text(charsmap, text):
     assert ours(text) == hf.normalize_str(text)
 
 
-# clusters of every kind beside characters that are clusters of their own, keys among both; runs of clusters
-# without a key (Devanagari, Arabic with its marks, Thai) beside runs with one (a Thai key, Hangul jamo)
+# clusters of every kind beside characters that are clusters of their own (Hangul syllables among them), keys among
+# both; runs of clusters without a key (Devanagari, Arabic with its marks, Thai) beside runs with one (a Thai key,
+# Hangul jamo)
 CLUSTER_CHARS = st.sampled_from(list("a \t\n\r\x01\x00\u0301\u0302\u200d\U0001F468\U0001F1FA\U0001F1F8\u1100\u1161"
-                                     "\u11a8\uac00\uff21\ufb01\u0915\u094d\u0937\u0e01\u0e48\u2581\u00e9"
+                                     "\u11a8\uac00\uac01\uff21\ufb01\u0915\u094d\u0937\u0e01\u0e48\u2581\u00e9"
                                      "\u0628\u064e\u0651\u0e33\u0e4d\u0f73"))
 
 

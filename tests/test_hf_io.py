@@ -80,7 +80,7 @@ UNICODE_FORMS = ["NFC", "NFD", "NFKC", "NFKD"]
 # Characters that compose, decompose, reorder or that HF's Unicode 9.0 tables do not know, to mix into long text.
 TRICKY_CHARACTERS = ("\u0301", "\u0300", "\u0323", "\u0345", "\u05b0", "\u093c", "\u0f71", "\u1100", "\u1161",
                      "\u11a8", "\uac00", "\u0dd9", "\u0dcf", "\u212b", "\u00c5", "\u3099", "\u304b", "\u07fd",
-                     "\U00010781", "\ufb01", "e", " ", "\n")
+                     "\U00010781", "\ufb01", "e", " ", "\n", "\x00")
 
 
 @pytest.mark.parametrize("form", UNICODE_FORMS)

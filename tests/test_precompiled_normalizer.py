@@ -78,7 +78,7 @@ def jit_normalize(twin: PrecompiledNormalizer, texts: list[str]) -> list[str]:
     texts = twin.normalize_before(texts)
     encoded = [text.encode("utf-8") for text in texts]
     ends = np.cumsum([len(text) for text in encoded], dtype=np.int64)
-    data, out_ends = twin.normalize_utf8(texts, np.frombuffer(b"".join(encoded), np.uint8), ends)
+    data, out_ends = twin.normalize_utf8(np.frombuffer(b"".join(encoded), np.uint8), ends)
     joined, starts = data.tobytes(), [0, *out_ends.tolist()]
     return [joined[start:end].decode("utf-8") for start, end in zip(starts, starts[1:])]
 
@@ -152,8 +152,8 @@ def test_generated_batches(charsmap, texts):
     assert_same(precompiled_spec(charsmap), texts)
 
 
-# T5's normalizer (Precompiled, Strip right, Replace runs of spaces) and ALBERT's (the steps before Precompiled in
-# Python, Replace after it)
+# T5's normalizer (Precompiled, Strip right, Replace runs of spaces) and ALBERT's (two Replaces of a string, NFKD,
+# StripAccents and Lowercase before Precompiled, as one table of each character; Replace after it)
 def t5_spec(charsmap: bytes) -> dict:
     return {"type": "Sequence", "normalizers": [
         precompiled_spec(charsmap), {"type": "Strip", "strip_left": False, "strip_right": True},
@@ -168,26 +168,56 @@ def albert_spec(charsmap: bytes) -> dict:
         {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]}
 
 
+def xlnet_spec(charsmap: bytes) -> dict:
+    """ALBERT's without Lowercase."""
+    return {"type": "Sequence", "normalizers": [step for step in albert_spec(charsmap)["normalizers"]
+                                                if step["type"] != "Lowercase"]}
+
+
 def corpus_lines() -> list[str]:
     text = "".join(corpus_text(name, 200_000) for name in
                    ("multilingual.txt", "english_web.txt", "enwik8_head.xml", "python_code.py"))
     return text.split("\n") + ["", "  ", " a  b   ", "\r\n", "\ufb01\u0301"]
 
 
-@pytest.mark.parametrize("spec_of", [precompiled_spec, t5_spec, albert_spec], ids=["precompiled", "t5", "albert"])
+@pytest.mark.parametrize("spec_of", [precompiled_spec, t5_spec, albert_spec, xlnet_spec],
+                         ids=["precompiled", "t5", "albert", "xlnet"])
 def test_corpora(charsmap, spec_of):
     spec = spec_of(charsmap)
     _, twin, _ = normalizers_of(json.dumps(spec))
-    assert len(twin.python_steps) == (3 if spec_of is albert_spec else 0)  # StripAccents, Lowercase on bytes
-    assert (twin.character_normalizer is not None) == (spec_of is albert_spec)
+    assert twin.python_steps == []  # ALBERT's Replaces, NFKD, StripAccents and Lowercase too run on bytes
+    assert len(twin.character_normalizers) == (spec_of in (albert_spec, xlnet_spec))
     assert_same(spec, corpus_lines())
 
 
+# ALBERT's steps before Precompiled, with what each rewrites and the characters NFKD decomposes (into marks,
+# compatibility forms, Hangul jamo) or reorders
+ALBERT_CHARS = ["`", "``", "'", "''", '"', "a", "A", "\u00e9", "\u0301", "\u0323", "\u0344", "\u0f73", "\ufb01",
+                "\uff21", "\u2126", "\uac01", "\u1e9b", "\u00bd", "\u03a3", "\u0130", "\u2460", "\u3000", " ", "\n"]
+albert_text = st.lists(st.sampled_from(ALBERT_CHARS), max_size=20).map("".join)
+
+
 @settings(max_examples=100, deadline=None)
-@given(texts=st.lists(st.one_of(tokenizer_text, cluster_text), min_size=1, max_size=5))
+@given(texts=st.lists(st.one_of(tokenizer_text, cluster_text, albert_text), min_size=1, max_size=5))
 def test_sequences_on_generated_batches(charsmap, texts):
-    for spec_of in (t5_spec, albert_spec):
+    for spec_of in (t5_spec, albert_spec, xlnet_spec):
         assert_same(spec_of(charsmap), texts)
+
+
+def test_a_text_normalized_whole_after_a_byte_rewrite_is_the_rewritten_text(charsmaps):
+    """A step of each character on its own after a byte rewrite hands a text it cannot rewrite alone (a mark
+    BertNormalizer keeps that NFD reorders) to the normalizer as the rewrite made it, not as it was given."""
+    spec = {"type": "Sequence", "normalizers": [
+        {"type": "Replace", "pattern": {"String": "ab"}, "content": "x\u08d4\U0001d165"},
+        {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True, "strip_accents": True,
+         "lowercase": True}, precompiled_spec(charsmaps["nmt_nfkc"])]}
+    _, twin, _ = normalizers_of(json.dumps(spec))
+    [characters] = twin.character_normalizers
+    before = characters.whole_texts
+    texts = ["ab", "AB ab", "x\u08d4\U0001d165", "plain"]
+    jit, reference, hf = three_ways(spec, texts)
+    assert jit == reference == hf
+    assert characters.whole_texts - before == 3  # all but "plain"
 
 
 # --- the byte rewrites after Precompiled, each alone --------------------------------------------------------
@@ -204,7 +234,7 @@ spacey_text = st.lists(st.sampled_from([" ", "  ", "a", "aa", "\u00e9", "`", "\t
 @given(texts=st.lists(st.one_of(tokenizer_text, spacey_text), min_size=1, max_size=4),
        step=st.sampled_from(BYTE_STEPS))
 def test_byte_steps_match_hf(texts, step):
-    twin = PrecompiledNormalizer([], None, [step.utf8_rewrite()])
+    twin = PrecompiledNormalizer([], [step.utf8_rewrite()])
     hf = hf_normalizer(step.to_hf())
     assert jit_normalize(twin, texts) == [hf.normalize_str(text) for text in texts] == [step(text) for text in texts]
 
@@ -224,7 +254,7 @@ def test_maps_with_a_key_ending_inside_a_character_look_keys_up_from_the_first_b
     inside a character), the kernel walks the trie from every character whose first byte starts one: same text."""
     spec = precompiled_spec(charsmap)
     units, replacements, _, first_bytes = normalizer_from_hf(spec).utf8_rewrite()[1:]
-    by_first_byte = PrecompiledNormalizer([], None, [("precompiled", units, replacements, None, first_bytes)])
+    by_first_byte = PrecompiledNormalizer([], [("precompiled", units, replacements, None, first_bytes)])
     texts = corpus_lines()[:3000] + ["".join(chars) for chars in itertools.product(CLASS_CHARS, repeat=2)]
     assert jit_normalize(by_first_byte, texts) == jit_normalize(precompiled_normalizer_of(normalizer_from_hf(spec)),
                                                                 texts)
@@ -243,4 +273,4 @@ def test_bytes_that_are_not_utf8_are_refused(charsmaps):
     twin = precompiled_normalizer_of(normalizer_from_hf(precompiled_spec(charsmaps["nmt_nfkc"])))
     data = np.frombuffer("abc\u00e9".encode()[:-1] + b"x", np.uint8)
     with pytest.raises(ValueError, match="not UTF-8"):
-        twin.normalize_utf8([""], data, np.array([len(data)]))  # no text has these bytes
+        twin.normalize_utf8(data, np.array([len(data)]))  # no text has these bytes

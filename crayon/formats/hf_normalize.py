@@ -158,12 +158,23 @@ class UnicodeNormalizer(Normalizer):
     def __call__(self, text: str) -> str:
         # HF's older tables decompose and compose a subset of what Python's do, so text Python finds normalized
         # HF leaves alone too (ASCII text is normalized in every form).
-        # A line break, like the batch separator, is a starter nothing composes with, so a text is normalized where
-        # each piece between them is; is_normalized normalizes all of a text that holds a "maybe" character, piece
-        # by piece only such pieces.
-        if text.isascii() or all(unicodedata.is_normalized(self.form, piece) for line in text.split("\n")
-                                 for piece in line.split(BATCH_SEPARATOR)):
+        # A line break, like the batch separator, is a starter nothing composes with and no character becomes, so
+        # each piece between them normalizes alone: only the pieces that are not normalized are, in one call
+        # (is_normalized normalizes all of a text that holds a "maybe" character, piece by piece only such pieces).
+        if text.isascii():
             return text
+        separator = BATCH_SEPARATOR if BATCH_SEPARATOR in text else "\n"
+        pieces = text.split(separator)
+        changing = [i for i, is_normalized in enumerate(map(functools.partial(unicodedata.is_normalized, self.form),
+                                                            pieces)) if not is_normalized]
+        if not changing:
+            return text
+        rewritten = self._normalized(separator.join([pieces[i] for i in changing])).split(separator)
+        for i, piece in zip(changing, rewritten, strict=True):
+            pieces[i] = piece
+        return separator.join(pieces)
+
+    def _normalized(self, text: str) -> str:
         if not _not_normalized_by_hf_mask()[np.frombuffer(text.encode("utf-32-le"), np.uint32)].any():
             return unicodedata.normalize(self.form, text)
         # Splitting keeps the characters HF does not normalize (odd indices) and normalizes the text between.
@@ -430,15 +441,17 @@ def _bert_marks_mask() -> np.ndarray:
     return code_point_mask(bool, _BERT_MN.pattern)
 
 
-@functools.lru_cache(maxsize=1)
-def _decomposes_to_kept_reordered_marks() -> np.ndarray:
-    """The characters whose decomposition holds a mark that NFD reorders (a nonzero combining class, by HF's
-    tables; every such character is a mark) and strip_accents keeps. NFD sorts each run of such marks: where
-    strip_accents removes every mark of the run, as it removes nearly all, the order is lost with them and each
-    character's text is that of the character alone; a text holding one of these characters is taken whole."""
-    marks = _bert_marks_mask()
+@functools.lru_cache(maxsize=4)
+def _decomposes_to_kept_reordered_marks(form: str, removed_marks: Callable[[], np.ndarray]) -> np.ndarray:
+    """The characters whose decomposition (``form``: NFD or NFKD) holds a mark that the decomposition reorders (a
+    nonzero combining class, by HF's tables; every such character is a mark) and that is kept (not in the mask
+    ``removed_marks()``). The decomposition sorts each run of such marks: where every mark of the run is removed,
+    as nearly all are, the order is lost with them and each character's text is that of the character alone; a
+    text holding one of these characters is taken whole."""
+    marks = removed_marks()
     kept = code_point_mask(lambda char: _hf_combining_class(char) != 0 and not marks[ord(char)], r"\p{M}")
-    return CharacterTable.of(_NFD, _NFD.batch_separator).any_output(kept)
+    decomposition = UnicodeNormalizer(form)
+    return CharacterTable.of(decomposition, decomposition.batch_separator).any_output(kept)
 
 
 class BertNormalizer(Normalizer):
@@ -488,8 +501,8 @@ class BertNormalizer(Normalizer):
         return _LOWERCASE.align(text) if self.lowercase else text
 
     def character_table(self) -> CharacterTable:
-        return CharacterTable.of(self, self.batch_separator, _decomposes_to_kept_reordered_marks() if self._strips
-                                 else None)
+        whole_text = _decomposes_to_kept_reordered_marks("NFD", _bert_marks_mask) if self._strips else None
+        return CharacterTable.of(self, self.batch_separator, whole_text)
 
     def to_hf(self) -> dict:
         return {"type": "BertNormalizer", "clean_text": self.clean_text,
@@ -662,8 +675,51 @@ class ByteLevelNormalizer(Normalizer):
         return {"type": "ByteLevel"}
 
 
+class StrippedDecomposition(Normalizer):
+    """HF ``NFD`` or ``NFKD`` followed by ``StripAccents``, as one normalizer of each character on its own: the
+    decomposition puts the marks after a character in order, and StripAccents removes them (a text holding a
+    character whose decomposition has a mark it keeps, none in HF's tables, is normalized whole:
+    ``character_table``). ``NormalizerSequence`` makes the pair one of its ``steps``."""
+
+    batch_separator = BATCH_SEPARATOR
+    per_character = True
+
+    def __init__(self, decomposition: UnicodeNormalizer, strip: StripAccents):
+        if decomposition.form not in ("NFD", "NFKD"):
+            raise ValueError(f"{decomposition.form} is not a decomposition")
+        self.decomposition = decomposition
+        self.strip = strip
+
+    def __call__(self, text: str) -> str:
+        return self.strip(self.decomposition(text))
+
+    def align(self, text: AlignedText) -> AlignedText:
+        return self.strip.align(self.decomposition.align(text))
+
+    def character_table(self) -> CharacterTable:
+        whole_text = _decomposes_to_kept_reordered_marks(self.decomposition.form, _combining_marks_mask)
+        return CharacterTable.of(self, self.batch_separator, whole_text)
+
+    def to_hf(self) -> dict:
+        return {"type": "Sequence", "normalizers": [self.decomposition.to_hf(), self.strip.to_hf()]}
+
+
+def _fused_steps(normalizers: Sequence[Normalizer]) -> list[Normalizer]:
+    """The normalizers, each NFD or NFKD followed by StripAccents as one ``StrippedDecomposition``."""
+    steps: list[Normalizer] = []
+    for normalizer in normalizers:
+        previous = steps[-1] if steps else None
+        if (isinstance(normalizer, StripAccents) and isinstance(previous, UnicodeNormalizer)
+                and previous.form in ("NFD", "NFKD")):
+            steps[-1] = StrippedDecomposition(previous, normalizer)
+        else:
+            steps.append(normalizer)
+    return steps
+
+
 class NormalizerSequence(Normalizer):
-    """HF ``Sequence``: the normalizers one after the other."""
+    """HF ``Sequence``: the normalizers one after the other. ``steps`` are the same normalizers with each NFD or
+    NFKD followed by StripAccents as one ``StrippedDecomposition``, which rewrites each character on its own."""
 
     def __init__(self, normalizers: list[Normalizer]):
         self.normalizers = list(normalizers)
@@ -671,7 +727,8 @@ class NormalizerSequence(Normalizer):
         if byte_level_steps > 1:
             raise UnsupportedComponentError("ByteLevel is applied twice")
         self.maps_to_byte_chars = byte_level_steps == 1
-        self.per_character = bool(self.normalizers) and all(step.per_character for step in self.normalizers)
+        self.steps = _fused_steps(self.normalizers)
+        self.per_character = bool(self.steps) and all(step.per_character for step in self.steps)
 
     def __call__(self, text: str) -> str:
         for normalizer in self.normalizers:
@@ -702,7 +759,7 @@ class NormalizerSequence(Normalizer):
     def character_table(self) -> CharacterTable | None:
         if not self.per_character:
             return None
-        return functools.reduce(CharacterTable.then, (normalizer.character_table() for normalizer in self.normalizers))
+        return functools.reduce(CharacterTable.then, (step.character_table() for step in self.steps))
 
     def to_hf(self) -> dict:
         return {"type": "Sequence", "normalizers": [normalizer.to_hf() for normalizer in self.normalizers]}

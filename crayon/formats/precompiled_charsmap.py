@@ -316,8 +316,8 @@ class CharsMap:
     def rewrite(self, text: str) -> str:
         """``text`` normalized as HF's ``Precompiled`` normalizer does.
 
-        A character whose Grapheme_Cluster_Break is Other, Control or LF, between two such characters (or the
-        text's ends), is a cluster of its own: those are rewritten character by character with numpy, as are the
+        A character whose Grapheme_Cluster_Break is Other, Control, LF, LV or LVT, between two such characters (or
+        the text's ends), is a cluster of its own: those are rewritten character by character with numpy, as are the
         runs of other characters none of which starts a key; the other runs cluster by cluster."""
         if not text:
             return text
@@ -376,13 +376,14 @@ def _clusters(text: str, start: int, end: int) -> list[str]:
 
 @functools.lru_cache(maxsize=1)
 def _own_cluster_mask() -> np.ndarray:
-    """Per code point (surrogates included, as False): whether its Grapheme_Cluster_Break is Other, Control or LF.
-    Two such characters side by side are never in one cluster (no rule joins them; CR, which joins LF, is not
-    one of them)."""
+    """Per code point (surrogates included, as False): whether its Grapheme_Cluster_Break is Other, Control, LF, LV
+    or LVT (Hangul syllables). Two such characters side by side are never in one cluster (no rule joins them: CR
+    joins LF, L joins LV and LVT, and LV and LVT join V and T, none of which is one of them)."""
     every = "".join(map(chr, range(0xD800))) + "".join(map(chr, range(0xE000, 0x110000)))
     own = np.zeros(0x110000, bool)
     simple = [match.start() for match in regex.finditer(
-        r"[\p{Grapheme_Cluster_Break=Other}\p{Grapheme_Cluster_Break=Control}\p{Grapheme_Cluster_Break=LF}]", every)]
+        r"[\p{Grapheme_Cluster_Break=Other}\p{Grapheme_Cluster_Break=Control}\p{Grapheme_Cluster_Break=LF}"
+        r"\p{Grapheme_Cluster_Break=LV}\p{Grapheme_Cluster_Break=LVT}]", every)]
     positions = np.array(simple, np.int64)
     own[np.where(positions < 0xD800, positions, positions + 0x800)] = True
     return own

@@ -13,7 +13,6 @@ import tempfile
 import threading
 import unicodedata
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -105,9 +104,8 @@ class CharacterNormalizer:
         except OSError:
             return
 
-    def normalize_utf8(self, texts: Sequence[str], data: np.ndarray,
-                       text_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(normalized bytes, their text ends) of ``texts``, whose UTF-8 bytes are data[text_ends[i - 1]:
+    def normalize_utf8(self, data: np.ndarray, text_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(normalized bytes, their text ends) of the texts whose UTF-8 bytes are data[text_ends[i - 1]:
         text_ends[i]] (from 0)."""
         out = np.empty(int(len(data) * self.growth) + 4, np.uint8)
         out_ends = np.empty(len(text_ends), np.int64)
@@ -118,12 +116,15 @@ class CharacterNormalizer:
             return out[:n], out_ends
         with self._lock:
             self.whole_texts += whole_count
-        return self._with_whole_texts(out[:n], out_ends, whole_texts[:whole_count], texts)
+        return self._with_whole_texts(out[:n], out_ends, whole_texts[:whole_count], data, text_ends)
 
     def _with_whole_texts(self, data: np.ndarray, text_ends: np.ndarray, whole_texts: np.ndarray,
-                          texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """The bytes with the texts ``whole_texts`` (empty there) normalized by the normalizer put in place."""
-        normalized = [np.frombuffer(self.normalizer(texts[text]).encode("utf-8"), np.uint8) for text in whole_texts]
+                          given: np.ndarray, given_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The bytes with the texts ``whole_texts`` (empty there) normalized by the normalizer put in place, from
+        the texts as given (their bytes ``given``, ending at ``given_ends``)."""
+        starts = np.concatenate(([0], given_ends[:-1]))
+        normalized = [np.frombuffer(self.normalizer(given[starts[text] : given_ends[text]].tobytes().decode("utf-8"))
+                                    .encode("utf-8"), np.uint8) for text in whole_texts]
         pieces, previous_end = [], 0
         for text, text_bytes in zip(whole_texts, normalized):
             pieces += [data[previous_end : text_ends[text]], text_bytes]

@@ -2,8 +2,9 @@
 ``crayon.formats.precompiled_charsmap.CharsMap.rewrite``) and the byte rewrites that follow it in HF files
 (``Strip``, ``Replace`` of a string or of runs of one character) in Numba, over the UTF-8 bytes of many texts at
 once. ``precompiled_normalizer_of`` takes a normalizer (an HF ``Sequence`` or one step) whose last steps are such
-rewrites, one of them ``Precompiled``, from each step's ``utf8_rewrite``; steps of each character on its own just
-before them (ALBERT's StripAccents, Lowercase) run as ``crayon.jit.character_normalizer``, the others in Python.
+rewrites, one of them ``Precompiled``, from each step's ``utf8_rewrite``, and steps of each character on its own
+among them (ALBERT's NFKD and StripAccents, Lowercase), which run as ``crayon.jit.character_normalizer``; the steps
+before them run in Python.
 
 HF walks the text one extended grapheme cluster at a time (a cluster of fewer than 6 bytes that starts a key
 becomes the replacement of the shortest key it starts with, the rest of it dropped; any other cluster is
@@ -20,7 +21,7 @@ from typing import Sequence
 import numpy as np
 import regex
 
-from crayon.jit.character_normalizer import CharacterNormalizer, character_normalizer_of
+from crayon.jit.character_normalizer import character_normalizer_of
 from crayon.jit.lazy import njit
 from crayon.jit.pretokenize import decode_multibyte
 from crayon.jit.whitespace_normalizer import bytes_at, key_at, replacement_span, write_bytes
@@ -250,19 +251,26 @@ def _strip_kernel(data, text_ends, left, right, white_space, out, out_ends):
 @njit(cache=True, nogil=True)
 def _replace_kernel(data, text_ends, pattern, content, out, out_ends):
     """Write each text with every occurrence of ``pattern`` (leftmost first, not overlapping) made ``content``."""
+    first = pattern[0]
     n = 0
     start = 0
     for text in range(text_ends.shape[0]):
         end = text_ends[text]
         pos = start
         while pos < end:
+            byte = data[pos]
+            if byte != first:
+                out[n] = byte
+                n += 1
+                pos += 1
+                continue
             if bytes_at(data, pos, end, pattern):
                 if n + content.shape[0] + data.shape[0] - pos > out.shape[0]:
                     return GROWS
                 n = write_bytes(out, n, content)
                 pos += pattern.shape[0]
             else:
-                out[n] = data[pos]
+                out[n] = byte
                 n += 1
                 pos += 1
         out_ends[text] = n
@@ -284,7 +292,7 @@ def _replace_runs_kernel(data, text_ends, byte, shortest, content, out, out_ends
                 n += 1
                 pos += 1
                 continue
-            run_end = pos
+            run_end = pos + 1
             while run_end < end and data[run_end] == byte:
                 run_end += 1
             if run_end - pos >= shortest:
@@ -292,8 +300,9 @@ def _replace_runs_kernel(data, text_ends, byte, shortest, content, out, out_ends
                     return GROWS
                 n = write_bytes(out, n, content)
             else:
-                out[n : n + run_end - pos] = data[pos:run_end]
-                n += run_end - pos
+                for _ in range(pos, run_end):  # bytes one at a time: most runs are one byte, shorter than a slice
+                    out[n] = byte
+                    n += 1
             pos = run_end
         out_ends[text] = n
         start = end
@@ -320,31 +329,37 @@ def _as_bytes(text: str) -> np.ndarray:
 
 class PrecompiledNormalizer:
     """A normalizer whose last steps rewrite UTF-8 bytes, ``Precompiled`` among them: ``normalize_before`` runs
-    the steps before them in Python, ``normalize_utf8`` the steps of each character on its own (their
-    ``character_normalizer``) after those and the rewrites over the bytes of many texts. The rewrites,
-    as the steps' ``utf8_rewrite`` gives them: ("precompiled", the trie's units, the replacements, whether a key
-    starts with each code point or None, whether one starts with each byte), ("strip", left, right, the white space
-    code points), ("replace", string, content), ("replace_runs", character, shortest run, content)."""
+    the steps before them in Python, ``normalize_utf8`` the rewrites over the bytes of many texts, in order. The
+    rewrites, as the steps' ``utf8_rewrite`` gives them: ("precompiled", the trie's units, the replacements,
+    whether a key starts with each code point or None, whether one starts with each byte), ("strip", left, right,
+    the white space code points), ("replace", string, content), ("replace_runs", character, shortest run,
+    content); and ("characters", a ``CharacterNormalizer``) for steps of each character on its own."""
 
-    def __init__(self, python_steps: Sequence, character_normalizer: CharacterNormalizer | None,
-                 rewrites: Sequence[tuple]):
+    def __init__(self, python_steps: Sequence, rewrites: Sequence[tuple]):
         self.python_steps = list(python_steps)
-        self.character_normalizer = character_normalizer
+        self.character_normalizers = []
         self._steps = []
         for kind, *arguments in rewrites:
             if kind == "precompiled":
                 units, replacements, starts_key, first_bytes = arguments
                 classes = _kernel_classes(starts_key, first_bytes)
-                self._steps.append((_precompiled_kernel, (units, replacements, classes)))
+                self._steps.append(functools.partial(_rewritten, _precompiled_kernel, (units, replacements, classes)))
             elif kind == "strip":
                 left, right, white_space = arguments
-                self._steps.append((_strip_kernel, (left, right, np.asarray(white_space, np.int64))))
+                white_space = np.asarray(white_space, np.int64)
+                self._steps.append(functools.partial(_rewritten, _strip_kernel, (left, right, white_space)))
             elif kind == "replace":
                 pattern, content = arguments
-                self._steps.append((_replace_kernel, (_as_bytes(pattern), _as_bytes(content))))
+                self._steps.append(functools.partial(_rewritten, _replace_kernel, (_as_bytes(pattern),
+                                                                                   _as_bytes(content))))
             elif kind == "replace_runs":
                 char, shortest, content = arguments
-                self._steps.append((_replace_runs_kernel, (ord(char), shortest, _as_bytes(content))))
+                self._steps.append(functools.partial(_rewritten, _replace_runs_kernel, (ord(char), shortest,
+                                                                                        _as_bytes(content))))
+            elif kind == "characters":
+                (character_normalizer,) = arguments
+                self.character_normalizers.append(character_normalizer)
+                self._steps.append(character_normalizer.normalize_utf8)
             else:
                 raise ValueError(f"unknown UTF-8 rewrite {kind!r}")
 
@@ -354,41 +369,51 @@ class PrecompiledNormalizer:
             texts = step.normalize_batch(texts)
         return texts
 
-    def normalize_utf8(self, texts: Sequence[str], data: np.ndarray,
-                       text_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(rewritten bytes, their text ends) of ``texts`` (after ``normalize_before``), whose UTF-8 bytes are
+    def normalize_utf8(self, data: np.ndarray, text_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(rewritten bytes, their text ends) of the texts (after ``normalize_before``) whose UTF-8 bytes are
         data[text_ends[i - 1]:text_ends[i]] (from 0)."""
-        if self.character_normalizer is not None:
-            data, text_ends = self.character_normalizer.normalize_utf8(texts, data, text_ends)
         text_ends = text_ends.astype(np.int64)
-        for kernel, tables in self._steps:
-            size = len(data) + len(data) // 2 + 16
-            while True:
-                out = np.empty(size, np.uint8)
-                out_ends = np.empty(len(text_ends), np.int64)
-                n = kernel(data, text_ends, *tables, out, out_ends)
-                if n >= 0:
-                    break
-                if n != GROWS:
-                    raise ValueError(f"the bytes at {-2 - n} are not UTF-8")
-                size *= 2
-            data, text_ends = out[:n], out_ends
+        for step in self._steps:
+            data, text_ends = step(data, text_ends)
         return data, text_ends
 
 
+def _rewritten(kernel, tables: tuple, data: np.ndarray, text_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(bytes, text ends) of the texts rewritten by one of the kernels above, its output grown until it fits."""
+    size = len(data) + len(data) // 2 + 16
+    while True:
+        out = np.empty(size, np.uint8)
+        out_ends = np.empty(len(text_ends), np.int64)
+        n = kernel(data, text_ends, *tables, out, out_ends)
+        if n >= 0:
+            return out[:n], out_ends
+        if n != GROWS:
+            raise ValueError(f"the bytes at {-2 - n} are not UTF-8")
+        size *= 2
+
+
 def precompiled_normalizer_of(normalizer) -> PrecompiledNormalizer | None:
-    """The twin of ``normalizer`` (an HF normalizer or ``Sequence`` of them) whose last steps rewrite bytes, one
-    of them ``Precompiled``; None where it has none."""
-    steps = list(getattr(normalizer, "normalizers", [normalizer]))
+    """The twin of ``normalizer`` (an HF normalizer or ``Sequence`` of them) whose last steps rewrite bytes or
+    each character on its own (its ``steps``: NFD or NFKD followed by StripAccents is one), one of them
+    ``Precompiled``; None where it has none."""
+    if normalizer is None:
+        return None
+    steps = list(getattr(normalizer, "steps", [normalizer]))
     rewrites: list[tuple] = []
-    while steps and (rewrite := getattr(steps[-1], "utf8_rewrite", lambda: None)()) is not None:
+    while steps:
+        rewrite = steps[-1].utf8_rewrite()
+        if rewrite is not None:
+            steps.pop()
+        elif steps[-1].per_character:
+            character_steps = []
+            while steps and steps[-1].per_character and steps[-1].utf8_rewrite() is None:
+                character_steps.insert(0, steps.pop())
+            # several as a Sequence of their own (the normalizer is one where it has them): one table, stored once
+            joined = character_steps[0] if len(character_steps) == 1 else type(normalizer)(character_steps)
+            rewrite = ("characters", character_normalizer_of(joined))
+        else:
+            break
         rewrites.insert(0, rewrite)
-        steps.pop()
     if not any(kind == "precompiled" for kind, *_ in rewrites):
         return None
-    character_steps = []
-    while steps and getattr(steps[-1], "per_character", False):
-        character_steps.insert(0, steps.pop())
-    # those steps as a Sequence of their own (the normalizer is one where it has them): one table, stored once
-    character_normalizer = character_normalizer_of(type(normalizer)(character_steps)) if character_steps else None
-    return PrecompiledNormalizer(steps, character_normalizer, rewrites)
+    return PrecompiledNormalizer(steps, rewrites)

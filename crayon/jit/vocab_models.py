@@ -129,22 +129,21 @@ class VocabModelEngine:
             data.flags.writeable = False
         elif self.character_normalizer is not None:  # likewise, a normalizer of each character on its own
             data, text_ends = self.compiled_splits.prepare_batch(texts)
-            data, text_ends = self.character_normalizer.normalize_utf8(texts, data, text_ends)
+            data, text_ends = self.character_normalizer.normalize_utf8(data, text_ends)
             data.flags.writeable = False
         elif self.precompiled_normalizer is not None:  # likewise, the normalizer's steps from Precompiled on
             texts = self.precompiled_normalizer.normalize_before(texts)
             data, text_ends = self.compiled_splits.prepare_batch(texts)
-            data, text_ends = self.precompiled_normalizer.normalize_utf8(texts, data, text_ends)
+            data, text_ends = self.precompiled_normalizer.normalize_utf8(data, text_ends)
             data.flags.writeable = False
         else:
             data, text_ends = self.compiled_splits.prepare_batch(normalized_texts(self._normalizer, texts))
         data, ends, kept, text_ends = self.compiled_splits.run(data, text_ends)
         starts = np.concatenate(([0], ends[:-1])) if len(ends) else ends
         encoded = (kept != 0) & (ends > starts)
-        if encoded.all():  # every span kept and not empty: the bytes are the spans' already
-            return data, ends, np.searchsorted(text_ends, starts, side="right")
         text_of_span = np.searchsorted(text_ends, starts[encoded], side="right")
-        data, ends = kept_text(data, ends, kept)
+        if not encoded.all():  # spans dropped or empty: the others' bytes copied together
+            data, ends = kept_text(data, ends, kept)
         data.flags.writeable = False
         return data, ends, text_of_span
 

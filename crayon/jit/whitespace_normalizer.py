@@ -241,7 +241,13 @@ def _metaspace_kernel(data, piece_ends, piece_kept, replacement, prepend, split,
                 # a replacement in the text is written as it is
                 pos, n = stop, _spaces_replaced(data, pos, stop, replacement[0], replacement[1], replacement[2], out, n)
             while pos < stop:
-                is_space = data[pos] == 0x20
+                byte = data[pos]
+                if byte != 0x20 and byte != replacement[0]:  # most bytes: neither a space nor a replacement
+                    out[n] = byte
+                    n += 1
+                    pos += 1
+                    continue
+                is_space = byte == 0x20
                 length = 1
                 if not is_space and bytes_at(data, pos, stop, replacement):
                     is_space, length = True, len(replacement)
