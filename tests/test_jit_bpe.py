@@ -286,15 +286,6 @@ def test_piece_cache_bucket_hash_matches_reference():
         assert jit_cache.piece_row(np.uint64(low), np.uint64(high), len(span), 2 * 1024) == 2 * ref_cache.piece_bucket(span, 1024)
 
 
-@given(st.binary(max_size=40), st.integers(0, 40), st.integers(0, 40))
-def test_all_ascii_reads_the_range_only(data, first, last):
-    """The kernel's batch check (8 bytes at a time, then byte by byte) answers for data[start:end] exactly."""
-    start, end = min(first, last, len(data)), min(max(first, last), len(data))
-    buffer = np.frombuffer(data, np.uint8)
-    assert jit_cache.all_ascii(buffer, start, end) == data[start:end].isascii()
-    assert not jit_cache.all_ascii(buffer, start, len(data) + 1)
-
-
 # ------------------------------------------------------------------------------------------- corrupt tables
 
 

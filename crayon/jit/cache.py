@@ -316,21 +316,6 @@ def is_ascii(low, high):
     return ((low | high) & _HIGH_BITS) == np.uint64(0)
 
 
-@njit(cache=True, _nrt=False)
-def all_ascii(data, start, end):
-    """Whether data[start:end] is all ASCII (False for a range outside the array)."""
-    if start < 0 or end > data.shape[0]:
-        return False
-    combined = np.uint64(0)
-    at = start
-    while at + 8 <= end:
-        combined |= load_word(data, at)  # any byte order: every byte's high bit is tested
-        at += 8
-    for i in range(at, end):
-        combined |= np.uint64(data[i])
-    return (combined & _HIGH_BITS) == np.uint64(0)
-
-
 @njit(cache=True)
 def cached_get(cache, data, start, end, out, n):
     """Lookup of data[start:end] (a cacheable length): the new n, or -1 on a miss."""
